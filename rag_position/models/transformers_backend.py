@@ -141,8 +141,11 @@ class TransformersModel:
         torch_dtype = resolve_dtype(dtype, device)
         extra = {"gguf_file": gguf_file} if gguf_file else {}
         tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype, **extra)
-        model.to(device)
+        # GGUF weights are de-quantised to float32 on load; cast afterwards (asking
+        # transformers for another dtype directly only adds a misleading warning).
+        load_dtype = torch.float32 if gguf_file else torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=load_dtype, **extra)
+        model.to(device=device, dtype=torch_dtype)
         label = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
         return cls(model, tokenizer, name=label, chat_template=chat_template, **kwargs)
 
