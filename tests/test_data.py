@@ -438,9 +438,10 @@ def test_builder_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no gold passage"):
         no_gold = json.loads(json.dumps(GOLD_AT_1))
         no_gold["ctxs"][1]["isgold"] = False
-        InstanceBuilder(load_qa(_write_jsonl(tmp_path / "x.jsonl", [no_gold])), WordEmbedder())
         InstanceBuilder(
-            load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold])), WordEmbedder(), cache_dir=tmp_path
+            load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold])),
+            WordEmbedder(),
+            cache_dir=tmp_path,
         ).build(2, 0)
 
 
@@ -464,12 +465,14 @@ def real_build(
     # Embedding the 2000-passage pool is the slow part (over a minute on 2 CPU cores):
     # keep it in pytest's cache between runs (reset with --cache-clear). Everything
     # else is computed afresh in a temporary cache folder.
-    assert pytestconfig.cache is not None
-    kept = pytestconfig.cache.mkdir("rag-position-pool") / builder.pool_cache_path.name
-    if kept.is_file():
-        shutil.copyfile(kept, builder.pool_cache_path)
+    kept = None
+    cache = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
+    if cache is not None:
+        kept = cache.mkdir("rag-position-pool") / builder.pool_cache_path.name
+        if kept.is_file():
+            shutil.copyfile(kept, builder.pool_cache_path)
     by_position = {p: builder.build(K, p, n_questions=N_QUESTIONS) for p in POSITIONS}
-    if not kept.is_file():
+    if kept is not None and not kept.is_file():
         shutil.copyfile(builder.pool_cache_path, kept)
     oracle = load_qa(data_dir / ORACLE_FILE, limit=N_QUESTIONS)
     return SimpleNamespace(
@@ -531,9 +534,7 @@ def test_real_distractors_ranked_and_position_independent(real_build: SimpleName
 def test_real_cache_round_trip(real_build: SimpleNamespace) -> None:
     assert real_build.counting.texts >= N_QUESTIONS  # the first build did embed
     fresh = CountingEmbedder(real_build.real)
-    builder = InstanceBuilder(
-        real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir
-    )
+    builder = InstanceBuilder(real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir)
     assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
     assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
     assert fresh.calls == 0

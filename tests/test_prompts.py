@@ -259,7 +259,7 @@ def test_recite() -> None:
         "\n"
         "Read the question. Choose the documents most relevant to the question and copy them "
         "fully WORD BY WORD. Only give me the relevant documents and do not output any other "
-        "words. Do not make up documents. Do not repeat documents. Use \"# Document <number>\" "
+        'words. Do not make up documents. Do not repeat documents. Use "# Document <number>" '
         "at the start of each document, then copy its full content.\n"
         "\n"
         "Question:\n"
