@@ -1,8 +1,8 @@
 """The ``rag-position`` command line.
 
-    rag-position demo                      # one NQ question, gold passage at 0, 4 and 9 of 10
-    rag-position demo --model hf:./my-model --question 12
-    rag-position serve --model embedded    # an OpenAI-compatible server over a local model
+rag-position demo                      # one NQ question, gold passage at 0, 4 and 9 of 10
+rag-position demo --model hf:./my-model --question 12
+rag-position serve --model embedded    # an OpenAI-compatible server over a local model
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo_command(args)
     from rag_position.serve import main as serve_main
 
-    return serve_main(["--model", args.model, "--host", args.host, "--port", str(args.port)])
+    return int(serve_main(["--model", args.model, "--host", args.host, "--port", str(args.port)]))
 
 
 def demo_command(args: argparse.Namespace) -> int:

@@ -159,7 +159,9 @@ def test_greedy_generation_is_deterministic_and_batch_invariant(
         alone = [model.generate([p], max_new_tokens=24)[0] for p in prompts]
         assert batched == again == alone, model.name
         assert all(isinstance(t, str) and t for t in batched)
-    assert "Paris" in embedded_fp32.generate(["What is the capital of France?"], max_new_tokens=12)[0]
+    assert (
+        "Paris" in embedded_fp32.generate(["What is the capital of France?"], max_new_tokens=12)[0]
+    )
 
 
 def test_stop_strings_cut_the_output(embedded_fp32: TransformersModel) -> None:
@@ -191,15 +193,15 @@ def test_usage_is_metered(embedded_raw: TransformersModel) -> None:
     embedded_raw.score_spans(["one two three", "four five six"], [(4, 7), (5, 9)])
     spent = embedded_raw.usage - before
     assert spent.lm_calls == 2
-    assert spent.prompt_tokens == embedded_raw.count_tokens("one two three") + embedded_raw.count_tokens(
-        "four five six"
-    )
+    assert spent.prompt_tokens == embedded_raw.count_tokens(
+        "one two three"
+    ) + embedded_raw.count_tokens("four five six")
     assert spent.seconds > 0
 
 
 def test_unknown_spec_lists_accepted_forms() -> None:
     for spec in ["", "gpt-4", "hf:", "openai:", "llama:foo"]:
-        with pytest.raises(ModelSpecError, match="accepted forms.*embedded.*hf:.*openai:"):
+        with pytest.raises(ModelSpecError, match=r"accepted forms.*embedded.*hf:.*openai:"):
             load_model(spec)
 
 

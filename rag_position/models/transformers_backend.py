@@ -53,7 +53,9 @@ def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
             return torch.bfloat16
         return torch.float32
     try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
+            dtype
+        ]
     except KeyError:
         raise ValueError(
             f"dtype {dtype!r} is not one of 'auto', 'float32', 'bfloat16', 'float16'"
@@ -144,7 +146,7 @@ class TransformersModel:
         # GGUF weights are de-quantised to float32 on load; cast afterwards (asking
         # transformers for another dtype directly only adds a misleading warning).
         load_dtype = torch.float32 if gguf_file else torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=load_dtype, **extra)
+        model: Any = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=load_dtype, **extra)
         model.to(device=device, dtype=torch_dtype)
         label = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
         return cls(model, tokenizer, name=label, chat_template=chat_template, **kwargs)
@@ -212,7 +214,7 @@ class TransformersModel:
 
     # ------------------------------------------------------------------ scoring
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        """Log-probability of the tokens covering ``spans[i]`` of ``prompts[i]`` (see module doc)."""
+        """Log-probability of the tokens covering ``spans[i]`` of ``prompts[i]`` (module doc)."""
         if len(prompts) != len(spans):
             raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
         encoded: list[_Encoded] = []
@@ -276,13 +278,15 @@ class TransformersModel:
             out = torch.empty(len(cols), dtype=torch.float32)
             chunk = 1024  # bounds the (positions x vocabulary) logits held at once
             for s in range(0, len(cols), chunk):
-                h = hidden[rows[s : s + chunk].to(self.device), (cols[s : s + chunk] - 1).to(self.device)]
+                h = hidden[
+                    rows[s : s + chunk].to(self.device), (cols[s : s + chunk] - 1).to(self.device)
+                ]
                 logits = self._head(h).float()
                 if self._softcap:
                     logits = torch.tanh(logits / self._softcap) * self._softcap
                 logp = torch.log_softmax(logits, dim=-1)
                 out[s : s + chunk] = logp.gather(1, wanted[s : s + chunk, None])[:, 0].cpu()
-        return list(out.split([len(t) for t in batch_targets]))
+        return list(torch.split(out, [len(t) for t in batch_targets]))
 
     def _batches(self, lengths: Sequence[int]) -> Iterator[list[int]]:
         """Indices grouped longest first, each group's padded size within the token budget."""
@@ -356,7 +360,7 @@ class TransformersModel:
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
-        config = GenerationConfig(
+        config = GenerationConfig(  # type: ignore[no-untyped-call]
             max_new_tokens=max_new_tokens,
             do_sample=temperature > 0,
             temperature=temperature if temperature > 0 else None,
@@ -366,8 +370,9 @@ class TransformersModel:
             eos_token_id=eos,
             stop_strings=list(stop) if stop else None,
         )
-        with self._meter.timed(len(batch_ids), int(mask.sum())) as generated, torch.random.fork_rng(
-            devices=[]
+        with (
+            self._meter.timed(len(batch_ids), int(mask.sum())) as generated,
+            torch.random.fork_rng(devices=[]),
         ):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -387,7 +392,9 @@ class TransformersModel:
                         break
                     kept.append(t)
                 generated[0] += min(len(kept) + 1, len(row))
-                texts.append(_cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop))
+                texts.append(
+                    _cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
+                )
         return texts
 
 
