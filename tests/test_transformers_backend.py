@@ -60,8 +60,12 @@ def _spans(prompt: str, question: str) -> dict[str, tuple[int, int]]:
     }
 
 
-@pytest.fixture(scope="module", params=["chat", "raw"])
+@pytest.fixture(scope="module", params=["chat", "raw", "chat-padded-batches"])
 def model32(request: Any, embedded_fp32: Any, embedded_raw: Any) -> TransformersModel:
+    if request.param == "chat-padded-batches":  # on CPU the default scores one prompt at a time
+        return TransformersModel(
+            embedded_fp32.model, embedded_fp32.tokenizer, name="padded", score_batch_size=8
+        )
     return embedded_fp32 if request.param == "chat" else embedded_raw  # type: ignore[no-any-return]
 
 
@@ -94,11 +98,17 @@ def test_span_edge_inside_a_token_takes_the_whole_token(embedded_raw: Transforme
     assert partial.n_tokens < whole.n_tokens or partial == whole
 
 
-def test_batch_of_different_lengths_matches_alone(embedded_fp32: TransformersModel) -> None:
+def test_padded_batch_of_different_lengths_matches_alone(embedded_fp32: TransformersModel) -> None:
+    padded = TransformersModel(
+        embedded_fp32.model, embedded_fp32.tokenizer, name="padded", score_batch_size=8
+    )
     long_prompt, question = _nq_prompt()
     prompts = [long_prompt, "Question: who wrote hamlet?\nAnswer:", "Short one. Question: why?"]
     spans = [(long_prompt.rindex(question), len(long_prompt)), (10, 26), (11, 25)]
-    batched = embedded_fp32.score_spans(prompts, spans)
+    before = padded.usage.seconds
+    batched = padded.score_spans(prompts, spans)
+    assert padded.usage.lm_calls == 3
+    assert padded.usage.seconds > before
     for p, s, got in zip(prompts, spans, batched, strict=True):
         assert got.mean == pytest.approx(embedded_fp32.score_spans([p], [s])[0].mean, abs=1e-4)
 

@@ -1,0 +1,607 @@
+"""A small OpenAI-compatible HTTP server over a local :class:`TransformersModel`.
+
+It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses, so the
+``openai:`` backend can be exercised end to end without a GPU, and a local model can
+be shared by several processes::
+
+    rag-position serve --model embedded --port 8000
+    # then: load_model("openai:http://127.0.0.1:8000/v1")
+
+Endpoints (JSON in, JSON out, standard library only):
+
+``GET /v1/models``
+    The one served model, with vLLM's ``max_model_len``.
+``POST /v1/completions``
+    ``model``, ``prompt`` (a string or a list of strings), ``max_tokens`` (default 16;
+    0 is allowed with ``echo``: the prompt alone is returned), ``temperature``,
+    ``seed``, ``stop``, ``echo``, ``logprobs``. The prompt is used raw, without the
+    chat template, as vLLM does. With ``logprobs`` the response carries vLLM's layout:
+    ``tokens``, ``token_logprobs`` (``null`` for the first prompt token),
+    ``text_offset`` (character offsets into the returned ``text``) and
+    ``top_logprobs``. Limitations: ``top_logprobs`` holds only the actual token, never
+    alternatives; the log-probabilities of generated tokens come from re-scoring
+    ``prompt + completion``, and a generated token whose text straddles the end of the
+    prompt after re-tokenisation is left out.
+``POST /v1/chat/completions``
+    ``messages`` (one user message, optionally after one system message),
+    ``max_tokens`` (or ``max_completion_tokens``; default 16), ``temperature``,
+    ``seed``, ``stop``; the model's chat template is applied.
+``POST /tokenize``
+    vLLM's tokenizer endpoint: ``{"prompt": ..., "add_special_tokens": true}`` gives
+    ``{"count", "max_model_len", "tokens"}``.
+``GET /health``
+    200 with an empty body once the server runs.
+
+Errors are ``{"error": {"message", "type", "code"}}``: 400 for a bad request (a
+prompt over the window names its length and the limit, in vLLM's words), 404 for an
+unknown path or model, 500 for a failure inside the model. Requests that touch the
+model are serialised by one lock. ``finish_reason`` is ``"length"`` when the model
+produced ``max_tokens`` tokens (end-of-sequence included), else ``"stop"``.
+
+Example:
+    >>> from rag_position.models import load_model
+    >>> with serve(load_model("embedded")) as server:        # started in a thread
+    ...     remote = load_model("openai:" + server.url)        # the single model is found
+    ...     remote.generate(["What is the capital of France?"], max_new_tokens=8)
+    ['The capital of France is Paris.']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from rag_position.errors import ContextLengthError
+from rag_position.models.transformers_backend import TransformersModel
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 16
+JSON = dict[str, Any]
+
+
+class HTTPError(Exception):
+    """Raised inside a route to answer with an OpenAI-style error body."""
+
+    def __init__(self, status: int, message: str, type_: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    retry_after: float | None
+    message: str
+
+
+def _error_body(status: int, message: str, type_: str) -> JSON:
+    return {"error": {"message": message, "type": type_, "param": None, "code": status}}
+
+
+def _context_message(n_prompt: int, n_new: int, limit: int) -> str:
+    """vLLM's wording for a request over the window (the client parses these numbers)."""
+    return (
+        f"This model's maximum context length is {limit} tokens. However, you requested "
+        f"{n_prompt + n_new} tokens ({n_prompt} in the messages, {n_new} in the completion). "
+        "Please reduce the length of the messages or completion."
+    )
+
+
+def _n_tokens(model: TransformersModel, prompt: str) -> int:
+    """Tokens the model reads for ``prompt`` (template included), as its ``_encode`` counts."""
+    text, _ = model.render(prompt)
+    ids = model.tokenizer(text, add_special_tokens=not model.use_chat_template)["input_ids"]
+    return len(ids)
+
+
+def _check_window(model: TransformersModel, n_prompt: int, n_new: int) -> None:
+    if n_prompt + n_new > model.max_context:
+        raise HTTPError(400, _context_message(n_prompt, n_new, model.max_context))
+
+
+class OpenAIHandler(BaseHTTPRequestHandler):
+    """Request handler; subclass it and pass it to :func:`serve` to alter responses in tests.
+
+    ``postprocess(path, body)`` sees every successful JSON response before it is sent.
+    """
+
+    server: ModelServer
+    protocol_version = "HTTP/1.1"
+
+    # ------------------------------------------------------------------ plumbing
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def postprocess(self, path: str, body: JSON) -> JSON:
+        """Hook for tests: the JSON about to be sent for ``path``. Returns it unchanged."""
+        return body
+
+    def send_json(self, status: int, body: JSON, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_error_json(
+        self, status: int, message: str, type_: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_json(status, _error_body(status, message, type_), headers)
+
+    def _routes(self) -> dict[tuple[str, str], Callable[[JSON], JSON]]:
+        return {
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/health"): lambda _: {},
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/v1/chat/completions"): self.chat_completions,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/v1/tokenize"): self.tokenize,
+        }
+
+    def _dispatch(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length > 0 else b""
+        path = self.path.split("?", 1)[0].rstrip("/") or "/"
+        self.server.record(method, path)
+        fault = self.server.take_fault()
+        if fault is not None:
+            headers = {}
+            if fault.retry_after is not None:
+                headers["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
+            self.send_error_json(fault.status, fault.message, "InjectedFault", headers)
+            return
+        routes = self._routes()
+        route = routes.get((method, path))
+        if route is None:
+            known = any(p == path for _, p in routes)
+            status, what = (405, "method not allowed") if known else (404, "not found")
+            self.send_error_json(status, f"{method} {path}: {what}", "NotFoundError")
+            return
+        try:
+            payload = json.loads(raw) if raw else {}
+            if not isinstance(payload, dict):
+                raise HTTPError(400, "the request body must be a JSON object")
+            body = self.postprocess(path, route(payload))
+        except json.JSONDecodeError as exc:
+            self.send_error_json(400, f"the request body is not JSON: {exc}", "BadRequestError")
+        except HTTPError as exc:
+            self.send_error_json(exc.status, exc.message, exc.type)
+        except ContextLengthError as exc:
+            self.send_error_json(400, str(exc), "BadRequestError")
+        except (ValueError, TypeError) as exc:
+            self.send_error_json(400, str(exc), "BadRequestError")
+        except Exception as exc:
+            logger.exception("request %s %s failed", method, path)
+            self.send_error_json(500, f"{type(exc).__name__}: {exc}", "InternalServerError")
+        else:
+            self.send_json(200, body)
+
+    # ------------------------------------------------------------------ validation
+    def _check_model(self, req: JSON) -> None:
+        name = req.get("model")
+        if name is not None and name != self.server.model_name:
+            raise HTTPError(404, f"The model `{name}` does not exist.", "NotFoundError")
+
+    @staticmethod
+    def _int(req: JSON, key: str, default: int | None) -> int | None:
+        value = req.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise HTTPError(400, f"{key} must be an integer, got {value!r}")
+        return value
+
+    @staticmethod
+    def _sampling(req: JSON) -> tuple[float, int | None, list[str] | None]:
+        temperature = req.get("temperature")
+        temperature = 1.0 if temperature is None else temperature
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise HTTPError(400, f"temperature must be a number, got {temperature!r}")
+        if temperature < 0:
+            raise HTTPError(400, f"temperature must be >= 0, got {temperature}")
+        seed = OpenAIHandler._int(req, "seed", None)
+        stop = req.get("stop")
+        if isinstance(stop, str):
+            stop = [stop]
+        if stop is not None and not (
+            isinstance(stop, list) and all(isinstance(s, str) for s in stop)
+        ):
+            raise HTTPError(400, f"stop must be a string or a list of strings, got {stop!r}")
+        n = req.get("n")
+        if n not in (None, 1):
+            raise HTTPError(400, f"only n=1 is supported, got n={n!r}")
+        return float(temperature), seed, stop or None
+
+    # ------------------------------------------------------------------ routes
+    def models(self, _req: JSON) -> JSON:
+        srv = self.server
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": srv.model_name,
+                    "object": "model",
+                    "created": srv.created,
+                    "owned_by": "rag-position",
+                    "max_model_len": srv.raw_model.max_context,
+                }
+            ],
+        }
+
+    def completions(self, req: JSON) -> JSON:
+        self._check_model(req)
+        prompt = req.get("prompt")
+        prompts = [prompt] if isinstance(prompt, str) else prompt
+        if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts)):
+            raise HTTPError(400, "prompt must be a string or a non-empty list of strings")
+        echo = bool(req.get("echo", False))
+        max_tokens = self._int(req, "max_tokens", DEFAULT_MAX_TOKENS)
+        assert max_tokens is not None
+        if max_tokens < 0 or (max_tokens == 0 and not echo):
+            raise HTTPError(400, f"max_tokens must be at least 1, got {max_tokens}")
+        logprobs = self._int(req, "logprobs", None)
+        if logprobs is not None and logprobs < 0:
+            raise HTTPError(400, f"logprobs must be >= 0, got {logprobs}")
+        temperature, seed, stop = self._sampling(req)
+        model = self.server.raw_model
+        choices: list[JSON] = []
+        n_prompt_total = n_new_total = 0
+        with self.server.lock:
+            for i, text in enumerate(prompts):
+                if not text:
+                    raise HTTPError(400, f"prompt {i} is empty")
+                n_prompt = _n_tokens(model, text)
+                _check_window(model, n_prompt, max_tokens)
+                completion, n_new = "", 0
+                if max_tokens > 0:
+                    before = model.usage.generated_tokens
+                    (completion,) = model.generate(
+                        [text],
+                        max_new_tokens=max_tokens,
+                        temperature=temperature,
+                        seed=seed,
+                        stop=stop,
+                    )
+                    n_new = model.usage.generated_tokens - before
+                lp = None
+                if logprobs is not None:
+                    lp = _logprobs(model, text, completion, echo)
+                choices.append(
+                    {
+                        "index": i,
+                        "text": text + completion if echo else completion,
+                        "logprobs": lp,
+                        "finish_reason": "length" if n_new >= max_tokens else "stop",
+                        "stop_reason": None,
+                    }
+                )
+                n_prompt_total += n_prompt
+                n_new_total += n_new
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.server.model_name,
+            "choices": choices,
+            "usage": _usage(n_prompt_total, n_new_total),
+        }
+
+    def chat_completions(self, req: JSON) -> JSON:
+        self._check_model(req)
+        messages = req.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise HTTPError(400, "messages must be a list of objects")
+        roles = [m.get("role") for m in messages]
+        if roles not in (["user"], ["system", "user"]):
+            raise HTTPError(
+                400,
+                f"only one user message, optionally after one system message, is supported; "
+                f"got roles {roles}",
+            )
+        contents = [_content(m) for m in messages]
+        max_tokens = self._int(
+            req, "max_completion_tokens", self._int(req, "max_tokens", DEFAULT_MAX_TOKENS)
+        )
+        assert max_tokens is not None
+        if max_tokens < 1:
+            raise HTTPError(400, f"max_tokens must be at least 1, got {max_tokens}")
+        temperature, seed, stop = self._sampling(req)
+        chat = self.server.chat_model
+        if chat is None:
+            raise HTTPError(400, "this model has no chat template; use /v1/completions")
+        with self.server.lock:
+            if len(messages) == 1:
+                model, prompt = chat, contents[0]
+            else:
+                # A system message: render the template here and run the prompt raw.
+                model = self.server.raw_model
+                prompt = str(
+                    chat.tokenizer.apply_chat_template(
+                        [{"role": r, "content": c} for r, c in zip(roles, contents, strict=True)],
+                        tokenize=False,
+                        add_generation_prompt=True,
+                    )
+                )
+            n_prompt = _n_tokens(model, prompt)
+            _check_window(model, n_prompt, max_tokens)
+            before = model.usage.generated_tokens
+            (text,) = model.generate(
+                [prompt], max_new_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop
+            )
+            n_new = model.usage.generated_tokens - before
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.server.model_name,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": "length" if n_new >= max_tokens else "stop",
+                }
+            ],
+            "usage": _usage(n_prompt, n_new),
+        }
+
+    def tokenize(self, req: JSON) -> JSON:
+        self._check_model(req)
+        prompt = req.get("prompt")
+        if not isinstance(prompt, str):
+            raise HTTPError(400, "prompt must be a string")
+        special = bool(req.get("add_special_tokens", True))
+        model = self.server.raw_model
+        with self.server.lock:
+            ids = list(model.tokenizer(prompt, add_special_tokens=special)["input_ids"])
+        return {"count": len(ids), "max_model_len": model.max_context, "tokens": ids}
+
+
+def _content(message: JSON) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI's content parts: keep the text ones
+        content = "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    if not isinstance(content, str):
+        raise HTTPError(400, f"message content must be a string, got {content!r}")
+    return content
+
+
+def _usage(n_prompt: int, n_new: int) -> JSON:
+    return {"prompt_tokens": n_prompt, "completion_tokens": n_new, "total_tokens": n_prompt + n_new}
+
+
+def _starts(offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """Start character of each token, counting leading whitespace a tokenizer may trim."""
+    starts, end = [], 0
+    for a, b in offsets:
+        starts.append(min(a, end))
+        end = max(end, b)
+    return starts
+
+
+def _logprobs(model: TransformersModel, prompt: str, completion: str, echo: bool) -> JSON:
+    """vLLM's completion ``logprobs`` object for the prompt (if ``echo``) and the completion."""
+    tokens: list[str] = []
+    values: list[float | None] = []
+    offsets: list[int] = []
+    if echo:
+        scored = model.token_logprobs(prompt)
+        tokens += scored.tokens
+        values += scored.logprobs
+        offsets += _starts(scored.offsets)
+    if completion:
+        full = model.token_logprobs(prompt + completion)
+        shift = 0 if echo else len(prompt)
+        for tok, value, start in zip(
+            full.tokens, full.logprobs, _starts(full.offsets), strict=True
+        ):
+            if start >= len(prompt):
+                tokens.append(tok)
+                values.append(value)
+                offsets.append(start - shift)
+    top = [None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)]
+    return {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": top}
+
+
+class ModelServer(ThreadingHTTPServer):
+    """The OpenAI-compatible server for one local model (see the module docstring).
+
+    Use :func:`serve` to get one already running in a background thread.
+
+    Example:
+        >>> with serve(model, port=0) as server:          # port 0: any free port
+        ...     print(server.url)
+        http://127.0.0.1:40513/v1
+    """
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        model: TransformersModel,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        name: str | None = None,
+        handler: type[OpenAIHandler] = OpenAIHandler,
+    ) -> None:
+        super().__init__((host, port), handler)
+        self.model_name = name or model.name
+        self.raw_model, self.chat_model = _variants(model)
+        self.created = int(time.time())
+        self.lock = threading.Lock()  # one model: requests that touch it run one at a time
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every request seen
+        self._faults: deque[_Fault] = deque()
+        self._state_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL for OpenAI clients, e.g. ``http://127.0.0.1:8000/v1``."""
+        host, port = self.server_address[:2]
+        if isinstance(host, bytes):
+            host = host.decode()
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{host}:{port}/v1"
+
+    # ------------------------------------------------------------------ testing aids
+    def fail_next(
+        self,
+        n: int,
+        status: int = 500,
+        *,
+        retry_after: float | None = None,
+        message: str = "injected fault",
+    ) -> None:
+        """Testing aid: answer the next ``n`` requests with ``status`` instead of serving them.
+
+        ``retry_after`` (seconds) adds a ``retry-after-ms`` header, which OpenAI clients
+        honour instead of their exponential backoff (keeps retry tests fast).
+        """
+        with self._state_lock:
+            self._faults.extend([_Fault(status, retry_after, message)] * n)
+
+    def take_fault(self) -> _Fault | None:
+        with self._state_lock:
+            return self._faults.popleft() if self._faults else None
+
+    def record(self, method: str, path: str) -> None:
+        with self._state_lock:
+            self.requests.append((method, path))
+
+    def count(self, path: str, method: str = "POST") -> int:
+        """Testing aid: how many requests for ``path`` the server has seen (faults included)."""
+        with self._state_lock:
+            return sum(1 for m, p in self.requests if (m, p) == (method, path))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> ModelServer:
+        """Serve in a daemon thread; returns ``self``."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop serving (if started) and close the listening socket."""
+        if self._thread is not None:
+            super().shutdown()
+            self._thread.join()
+            self._thread = None
+        self.server_close()
+
+    def __enter__(self) -> ModelServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+
+def _variants(model: TransformersModel) -> tuple[TransformersModel, TransformersModel | None]:
+    """(raw, chat): the same weights with the chat template off and on (None: no template)."""
+
+    settings: dict[str, Any] = {
+        "max_batch_tokens": model.max_batch_tokens,
+        "max_batch_size": model.max_batch_size,
+        "max_context": model.max_context,
+    }
+    if hasattr(model, "score_batch_size"):  # newer TransformersModel
+        settings["score_batch_size"] = model.score_batch_size
+
+    def copy(chat_template: bool) -> TransformersModel:
+        return TransformersModel(
+            model.model, model.tokenizer, name=model.name, chat_template=chat_template, **settings
+        )
+
+    if model.use_chat_template:
+        return copy(False), model
+    chat = copy(True)
+    return model, chat if chat.use_chat_template else None
+
+
+def serve(
+    model: TransformersModel,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    name: str | None = None,
+    handler: type[OpenAIHandler] = OpenAIHandler,
+) -> ModelServer:
+    """Start a :class:`ModelServer` for ``model`` in a background thread and return it.
+
+    ``name`` is the served model name (default ``model.name``); ``port=0`` picks a free
+    port. Stop it with ``.shutdown()`` or use it as a context manager.
+
+    Example:
+        >>> server = serve(load_model("embedded"))
+        >>> remote = load_model("openai:" + server.url)
+        >>> server.shutdown()
+    """
+    return ModelServer(model, host, port, name=name, handler=handler).start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``rag-position serve``: serve a local model until interrupted."""
+    from rag_position.models import load_model
+
+    parser = argparse.ArgumentParser(
+        prog="rag-position serve", description="OpenAI-compatible server over a local model"
+    )
+    parser.add_argument("--model", default="embedded", help="a local load_model spec")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    parser.add_argument("--served-model-name", default=None, help="default: the model's name")
+    args = parser.parse_args(argv)
+    model = load_model(args.model, dtype=args.dtype)
+    if not isinstance(model, TransformersModel):
+        parser.error(f"--model {args.model!r} is not a local model (use 'embedded' or 'hf:...')")
+    server = ModelServer(model, args.host, args.port, name=args.served_model_name)
+    print(f"serving {server.model_name} at {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+__all__ = ["HTTPError", "ModelServer", "OpenAIHandler", "main", "serve"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,371 @@
+"""The openai: backend against a real HTTP server (rag_position.serve) over the embedded model."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rag_position.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ContextLengthError,
+    ModelSpecError,
+    ScoringUnsupportedError,
+)
+from rag_position.models import Generator, Scorer, load_model
+from rag_position.models.openai_backend import OpenAICompatibleModel
+from rag_position.models.transformers_backend import TransformersModel
+from rag_position.serve import HTTPError, ModelServer, OpenAIHandler, serve
+
+pytestmark = pytest.mark.slow
+
+PROMPT = (
+    "Answer the question using the documents.\n\n"
+    "Document [1](Title: Paris) Paris is the capital and most populous city of France, "
+    "on the river Seine.\n"
+    "Document [2](Title: Lyon) Lyon is the third-largest city of France, at the confluence "
+    "of the Rhone and the Saone.\n"
+    "Document [3](Title: Marseille) Marseille is a port city on the Mediterranean coast.\n\n"
+    "Question: what is the capital of France?\nAnswer:"
+)
+SHORT = ["What is the capital of France?", "Name a color of the sky."]
+
+
+def _spans(prompt: str) -> dict[str, tuple[int, int]]:
+    q = prompt.index("Question:")
+    mid = prompt.index("Document [2]")
+    return {
+        "start": (0, 14),  # its first token is never scored
+        "start-after-first-token": (7, 30),
+        "middle": (mid, mid + 60),
+        "inside-words": (mid + 3, mid + 17),
+        "end": (q, len(prompt)),
+        "last-char": (len(prompt) - 1, len(prompt)),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
+    with serve(embedded_fp32) as srv:
+        yield srv
+
+
+def _client(srv: ModelServer, **kwargs: Any) -> OpenAICompatibleModel:
+    return OpenAICompatibleModel(srv.url, srv.model_name, **kwargs)
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+# ---------------------------------------------------------------------- scoring
+def test_score_spans_equal_local_backend(
+    server: ModelServer, embedded_raw: TransformersModel
+) -> None:
+    other = PROMPT.replace("Paris is the capital", "Paris, the capital,")
+    spans = _spans(PROMPT)
+    prompts = [PROMPT] * len(spans) + [other]
+    wanted_spans = [*spans.values(), (other.index("Question:"), len(other))]
+    remote = _client(server, chat_template=True)  # scoring is raw whatever chat_template says
+    assert isinstance(remote, Scorer) and isinstance(remote, Generator)
+    before = server.count("/v1/completions")
+    got = remote.score_spans(prompts, wanted_spans)
+    want = embedded_raw.score_spans(prompts, wanted_spans)
+    assert server.count("/v1/completions") - before == len(prompts)  # one request per prompt
+    for name, g, w in zip([*spans, "other-prompt"], got, want, strict=True):
+        assert g.n_tokens == w.n_tokens, name
+        assert g.mean == pytest.approx(w.mean, abs=1e-4), name
+        assert g.sum == pytest.approx(w.sum, abs=1e-4), name
+    assert remote.usage.lm_calls == len(prompts)
+    assert remote.usage.prompt_tokens > 0 and remote.usage.generated_tokens == 0
+
+
+def test_score_spans_argument_errors(server: ModelServer) -> None:
+    remote = _client(server)
+    before = len(server.requests)
+    assert remote.score_spans([], []) == []
+    with pytest.raises(ValueError, match="2 prompts but 1 spans"):
+        remote.score_spans(["ab", "cd"], [(0, 1)])
+    with pytest.raises(ValueError, match="empty"):
+        remote.score_spans(["abc"], [(2, 2)])
+    with pytest.raises(ValueError, match="outside the prompt"):
+        remote.score_spans(["abc"], [(1, 9)])
+    assert len(server.requests) == before  # all refused before any request
+    with pytest.raises(ValueError, match="no scorable token"):
+        remote.score_spans([PROMPT], [(0, 3)])  # only the first token
+
+
+def test_completions_echo_format(server: ModelServer, embedded_raw: TransformersModel) -> None:
+    prompt = "The sky is"
+    status, body = _post(
+        server.url + "/completions",
+        {
+            "model": server.model_name,
+            "prompt": prompt,
+            "echo": True,
+            "logprobs": 0,
+            "max_tokens": 0,
+        },
+    )
+    assert status == 200
+    choice = body["choices"][0]
+    assert choice["text"] == prompt
+    lp = choice["logprobs"]
+    scored = embedded_raw.token_logprobs(prompt)
+    assert lp["tokens"] == scored.tokens and lp["token_logprobs"][0] is None
+    assert lp["text_offset"] == [a for a, _ in scored.offsets]
+    assert lp["top_logprobs"][0] is None and len(lp["top_logprobs"]) == len(lp["tokens"])
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
+    # With generated tokens: prompt tokens, then completion tokens, offsets into the text.
+    status, body = _post(
+        server.url + "/completions",
+        {"prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 3, "temperature": 0},
+    )
+    lp = body["choices"][0]["logprobs"]
+    text = body["choices"][0]["text"]
+    assert status == 200 and text.startswith(prompt) and len(text) > len(prompt)
+    assert len(lp["tokens"]) > 3 and lp["text_offset"][3] == len(prompt)
+    assert all(isinstance(v, float) for v in lp["token_logprobs"][1:])
+
+
+def test_server_errors_are_openai_style(server: ModelServer) -> None:
+    cases: list[tuple[str, dict[str, Any], int]] = [
+        ("/nothing", {}, 404),
+        ("/completions", {"prompt": "x", "model": "other"}, 404),
+        ("/completions", {"prompt": "x", "max_tokens": 0}, 400),
+        ("/completions", {"prompt": 3}, 400),
+        ("/chat/completions", {"messages": [{"role": "assistant", "content": "x"}]}, 400),
+    ]
+    for path, body, status in cases:
+        got, reply = _post(server.url + path, body)
+        assert got == status, path
+        assert set(reply["error"]) >= {"message", "type", "code"}
+    request = urllib.request.Request(server.url + "/completions", b"{not json", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=10)
+    assert info.value.code == 400
+
+
+# ---------------------------------------------------------------------- generation
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "completions"])
+def test_generate_equals_local_greedy(
+    server: ModelServer,
+    embedded_fp32: TransformersModel,
+    embedded_raw: TransformersModel,
+    chat: bool,
+) -> None:
+    local = embedded_fp32 if chat else embedded_raw
+    remote = _client(server, chat_template=chat)
+    endpoint = "/v1/chat/completions" if chat else "/v1/completions"
+    before = server.count(endpoint)
+    got = remote.generate(SHORT, max_new_tokens=10)
+    assert server.count(endpoint) - before == len(SHORT)
+    assert got == [local.generate([p], max_new_tokens=10)[0] for p in SHORT]
+    assert remote.usage.lm_calls == 2 and 0 < remote.usage.generated_tokens <= 20
+
+
+def test_generate_stop_and_system_message(server: ModelServer) -> None:
+    remote = _client(server, chat_template=False)
+    (text,) = remote.generate(["1, 2, 3, 4,"], max_new_tokens=12, stop=[" 6"])
+    assert " 6" not in text
+    status, body = _post(
+        server.url + "/chat/completions",
+        {
+            "messages": [
+                {"role": "system", "content": "Answer in one word."},
+                {"role": "user", "content": "Capital of France?"},
+            ],
+            "max_tokens": 4,
+            "temperature": 0,
+        },
+    )
+    assert status == 200 and isinstance(body["choices"][0]["message"]["content"], str)
+
+
+# ---------------------------------------------------------------------- loading
+def test_load_model_spec_forms(server: ModelServer) -> None:
+    name = server.model_name
+    by_kwarg = load_model("openai:" + server.url, model=name, timeout=5.0)
+    in_url = load_model(f"openai:{server.url}/{name}")
+    detected = load_model("openai:" + server.url)
+    bare = load_model("openai:" + server.url.removesuffix("/v1"))  # /v1 added
+    for model in (by_kwarg, in_url, detected, bare):
+        assert isinstance(model, OpenAICompatibleModel)
+        assert model.name == name and model.base_url == server.url
+    assert by_kwarg.timeout == 5.0
+    assert detected.count_tokens(PROMPT) > 50  # through the server's /tokenize
+    assert detected.max_context == 8192
+    with pytest.raises(ModelSpecError, match="give one"):
+        load_model(f"openai:{server.url}/{name}", model="other")
+    with pytest.raises(ModelSpecError, match="http"):
+        load_model("openai:localhost:8000")
+
+
+def test_count_tokens_matches_local(server: ModelServer, embedded_raw: TransformersModel) -> None:
+    assert _client(server).count_tokens(PROMPT) == embedded_raw.count_tokens(PROMPT)
+
+
+def test_unknown_model_is_a_backend_error(server: ModelServer) -> None:
+    remote = OpenAICompatibleModel(server.url, "no-such-model", max_retries=0)
+    with pytest.raises(BackendError, match=r"404.*does not exist"):
+        remote.generate(["hi"], max_new_tokens=2)
+
+
+# ---------------------------------------------------------------------- faults
+def test_5xx_and_429_are_retried(server: ModelServer) -> None:
+    remote = _client(server, chat_template=False, max_retries=4)
+    before = server.count("/v1/completions")
+    server.fail_next(2, status=500)  # the client's own exponential backoff: ~0.5 s + ~1 s
+    assert len(remote.generate(["Hello"], max_new_tokens=2)) == 1
+    assert server.count("/v1/completions") - before == 3
+    server.fail_next(2, status=429, retry_after=0.01)
+    assert remote.score_spans(["Hello there"], [(5, 11)])[0].n_tokens == 1
+    assert server.count("/v1/completions") - before == 6
+
+
+def test_retries_exhausted_name_status_and_message(server: ModelServer) -> None:
+    remote = _client(server, max_retries=1)
+    server.fail_next(2, status=503, retry_after=0.01, message="overloaded, try later")
+    with pytest.raises(BackendError, match=r"503 after 1 retries.*overloaded, try later"):
+        remote.generate(["Hello"], max_new_tokens=2)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("kind", ["nothing-listening", "never-answers"])
+def test_server_down_is_unavailable_within_timeout(kind: str) -> None:
+    timeout, retries = 0.5, 1
+    with socket.socket() as sock:
+        if kind == "never-answers":  # accepts connections (backlog) but never replies
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(4)
+            port = sock.getsockname()[1]
+        else:
+            port = _free_port()
+        remote = OpenAICompatibleModel(
+            f"http://127.0.0.1:{port}/v1", "m", timeout=timeout, max_retries=retries
+        )
+        start = time.perf_counter()
+        with pytest.raises(BackendUnavailableError, match=f"127.0.0.1:{port}") as info:
+            remote.score_spans(["Hello there"], [(5, 11)])
+        elapsed = time.perf_counter() - start
+    assert "max_retries=1" in str(info.value)
+    # each attempt within the timeout, plus one backoff (<= 0.5 s) between them
+    assert elapsed < timeout * (retries + 1) + 0.5 + 1.0
+
+
+class _NoLogprobs(OpenAIHandler):
+    """A server like OpenAI's chat models: completions without prompt log-probabilities."""
+
+    def postprocess(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        for choice in body.get("choices", []):
+            choice["logprobs"] = None
+        return body
+
+
+class _TwoModels(OpenAIHandler):
+    def models(self, req: dict[str, Any]) -> dict[str, Any]:
+        body = super().models(req)
+        body["data"].append({**body["data"][0], "id": "second-model"})
+        return body
+
+
+def test_server_without_prompt_logprobs(embedded_fp32: TransformersModel) -> None:
+    with serve(embedded_fp32, handler=_NoLogprobs) as srv:
+        remote = _client(srv)
+        with pytest.raises(ScoringUnsupportedError, match="cannot return prompt log-prob"):
+            remote.score_spans(["Hello there"], [(5, 11)])
+
+
+def test_several_models_need_a_name(embedded_fp32: TransformersModel) -> None:
+    with serve(embedded_fp32, handler=_TwoModels) as srv:
+        with pytest.raises(ModelSpecError, match=r"2 models.*second-model"):
+            load_model("openai:" + srv.url)
+        assert load_model("openai:" + srv.url, model="second-model").name == "second-model"
+
+
+def test_prompt_over_the_window(embedded_fp32: TransformersModel) -> None:
+    small = TransformersModel(
+        embedded_fp32.model,
+        embedded_fp32.tokenizer,
+        name="small-window",
+        chat_template=False,
+        max_context=64,
+    )
+    with serve(small) as srv:
+        remote = _client(srv, chat_template=False, max_retries=0)
+        n = small.count_tokens(PROMPT)
+        assert n > 64
+        with pytest.raises(ContextLengthError, match="over the model's context window of 64"):
+            remote.score_spans(["Hello there", PROMPT], [(5, 11), (0, 20)])
+        with pytest.raises(ContextLengthError, match="prompt 0 plus max_new_tokens=5") as info:
+            remote.generate([PROMPT], max_new_tokens=5)
+        assert (info.value.n_tokens, info.value.limit) == (n + 5, 64)
+        with pytest.raises(ContextLengthError):
+            _client(srv, chat_template=True, max_retries=0).generate(["Hi " * 80])
+
+
+class _RefusesZeroMaxTokens(OpenAIHandler):
+    """Like servers that insist on max_tokens >= 1 even with echo."""
+
+    def completions(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("max_tokens") == 0:
+            raise HTTPError(400, "max_tokens must be at least 1, got 0.")
+        return super().completions(req)
+
+
+def test_server_refusing_zero_max_tokens(
+    embedded_fp32: TransformersModel, embedded_raw: TransformersModel
+) -> None:
+    prompt, span = PROMPT, _spans(PROMPT)["end"]
+    with serve(embedded_fp32, handler=_RefusesZeroMaxTokens) as srv:
+        remote = _client(srv)
+        got = remote.score_spans([prompt, prompt], [span, span])
+        # the generated token is ignored: same score as the prompt alone
+        want = embedded_raw.score_spans([prompt], [span])[0]
+        assert [g.n_tokens for g in got] == [want.n_tokens] * 2
+        assert got[0].mean == pytest.approx(want.mean, abs=1e-4)
+        assert srv.count("/v1/completions") <= 4  # one refusal per prompt at most
+        before = srv.count("/v1/completions")
+        remote.score_spans([prompt], [span])
+        assert srv.count("/v1/completions") - before == 1  # asks max_tokens=1 from then on
+
+
+def test_count_tokens_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken
+
+    class Encoding:
+        def encode(self, text: str, disallowed_special: Any = ()) -> list[int]:
+            return list(range(len(text.split())))
+
+    def unknown(name: str) -> Any:
+        raise KeyError(name)
+
+    monkeypatch.setattr(tiktoken, "encoding_for_model", unknown)
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: Encoding())
+    assert OpenAICompatibleModel("http://127.0.0.1:9/v1", "gpt-9").count_tokens("a b c") == 3
+
+    def offline(name: str) -> Any:
+        raise OSError("no network")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", offline)
+    with pytest.raises(BackendError, match="TIKTOKEN_CACHE_DIR"):
+        OpenAICompatibleModel("http://127.0.0.1:9/v1", "gpt-4o").count_tokens("a b c")
