@@ -47,6 +47,10 @@ class Passage:
         # cannot reach the passage, and the passage cannot be edited through it.
         object.__setattr__(self, "metadata", types.MappingProxyType(dict(self.metadata)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxy cannot be pickled: rebuild from a plain dict (pickle, deepcopy).
+        return (Passage, (self.text, self.title, self.id, self.score, dict(self.metadata)))
+
     def to_dict(self) -> dict[str, Any]:
         """The passage as a ``ctxs`` record (the inverse of :func:`as_passage`)."""
         record: dict[str, Any] = {"title": self.title, "text": self.text}

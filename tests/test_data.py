@@ -539,3 +539,15 @@ def test_real_cache_round_trip(real_build: SimpleNamespace) -> None:
     assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
     assert fresh.calls == 0
     assert builder.ranking_cache_path(K).is_file() and builder.pool_cache_path.is_file()
+
+
+def test_passage_pickles_and_deep_copies() -> None:
+    import copy
+    import pickle
+
+    p = Passage("text", title="t", id="7", score=0.5, metadata={"isgold": True})
+    for clone in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
+        assert clone == p
+        assert clone.metadata["isgold"] is True
+        with pytest.raises(TypeError):
+            clone.metadata["isgold"] = False  # type: ignore[index]

@@ -1,0 +1,190 @@
+"""ConvexScore: our N-pass design against the authors' N² design, in cost and gold identification.
+
+    python benchmarks/ordering.py cost --n 10 20 --questions 2 \
+        --out benchmarks/results/ordering_cost.json
+    python benchmarks/ordering.py gold --n 10 --questions 100 \
+        --out benchmarks/results/ordering_gold.json
+
+Instances are built from the shared oracle file (``build_instances``: dense-retrieved
+distractors), the gold passage at a seeded uniformly random position per question.
+
+``cost``: per question, ``convex_score`` with the N rotations of one base order
+against ``design="authors"`` (N shuffles x N rotations), on the embedded model:
+forward passes, prompt tokens, wall time and peak RSS above the loaded weights
+(sampled), after one warm-up pass. Targets (issue 4): passes ratio exactly 1/N,
+wall-time ratio <= 1.2/N.
+
+``gold``: per question the authors' design is scored ONCE (N² prompts) and every
+variant is computed from a prefix of those prompts: R base orders = the first R·N
+prompts (R random distinct cyclic base orders, each with its N rotations: the same
+design ``convex_score(n_base_orders=R)`` draws, from another random stream), N² =
+all. For each, the top-1 rate of the score definitions (E + C, E alone, C alone, the
+authors' +/-LL variant), with a 95% Wilson interval, beside its passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from rag_position.data import ORACLE_FILE, QAInstance, build_instances, default_data_dir, place_gold
+from rag_position.models import load_embedder, load_model
+from rag_position.strategies import convex_design, convex_score, question_likelihood
+from rag_position.strategies.convex import authors_scores, convex_scores, likelihood_table
+
+SCORE_DEFINITIONS = {"E+C": (1.0, 1.0), "E": (1.0, 0.0), "C": (0.0, 1.0)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["cost", "gold"])
+    parser.add_argument("--n", type=int, nargs="+", default=[10], help="passages per prompt")
+    parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--base-orders", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", default="auto", help="model dtype (auto: bf16 where native)")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    model = load_model("embedded", dtype=args.dtype)
+    report: dict[str, Any] = {
+        "benchmark": f"ordering.{args.what}",
+        "model": model.name,
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "load_average_at_start": os.getloadavg()[0]},
+        "seed": args.seed,
+        "questions": args.questions,
+        "results": [],
+    }  # fmt: skip
+    for n in args.n:
+        instances = _instances(n, args.questions, args.seed)
+        question_likelihood(instances[0].question, list(instances[0].passages), model)  # warm-up
+        if args.what == "cost":
+            report["results"].append(_cost(model, instances, n, args.seed))
+        else:
+            report["results"].append(_gold(model, instances, n, args.base_orders, args.seed))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report["results"], indent=2))
+
+
+def _instances(n: int, questions: int, seed: int) -> list[QAInstance]:
+    built = build_instances(
+        default_data_dir() / ORACLE_FILE, n, 0, load_embedder("embedded"), n_questions=questions
+    )
+    rng = random.Random(seed)
+    return [place_gold(inst, rng.randrange(n)) for inst in built]
+
+
+def _cost(model: Any, instances: list[QAInstance], n: int, seed: int) -> dict[str, Any]:
+    rows = []
+    for k, inst in enumerate(instances):
+        row: dict[str, Any] = {"question": k, "gold_at": inst.gold_index}
+        for label, design in (("ours", "rotations"), ("authors", "authors")):
+            with PeakRSS() as rss:
+                start = time.perf_counter()
+                r = convex_score(inst.question, list(inst.passages), model, seed=seed + k,
+                                 design=design)  # type: ignore[arg-type]  # fmt: skip
+                seconds = time.perf_counter() - start
+            row[label] = {
+                "passes": r.cost.lm_calls,
+                "prompt_tokens": r.cost.prompt_tokens,
+                "seconds": round(seconds, 3),
+                "peak_rss_above_start_mb": round(rss.above_baseline_mb, 1),
+                "gold_found": r.gold == inst.gold_index,
+            }
+        row["passes_ratio"] = row["ours"]["passes"] / row["authors"]["passes"]
+        row["seconds_ratio"] = round(row["ours"]["seconds"] / row["authors"]["seconds"], 4)
+        rows.append(row)
+    ratios = [r["seconds_ratio"] for r in rows]
+    return {
+        "n": n,
+        "target_passes_ratio": 1 / n,
+        "target_max_seconds_ratio": round(1.2 / n, 4),
+        "mean_seconds_ratio": round(sum(ratios) / len(ratios), 4),
+        "per_question": rows,
+    }
+
+
+def _gold(
+    model: Any, instances: list[QAInstance], n: int, base_orders: list[int], seed: int
+) -> dict[str, Any]:
+    designs = {f"R={r}": r * n for r in sorted(set(base_orders)) if r < n} | {"N^2": n * n}
+    hits = {(d, s): 0 for d in designs for s in [*SCORE_DEFINITIONS, "authors"]}
+    seconds = 0.0
+    for k, inst in enumerate(instances):
+        orders = convex_design(n, seed=seed + k, design="authors")
+        start = time.perf_counter()
+        gauge = question_likelihood(inst.question, list(inst.passages), model, orders=orders)
+        seconds += time.perf_counter() - start
+        for label, m in designs.items():
+            table = likelihood_table(orders[:m], gauge.scores[:m], n)
+            for name, (ew, cw) in SCORE_DEFINITIONS.items():
+                hits[label, name] += _top1(convex_scores(table, ew, cw)[0]) == inst.gold_index
+            authors = authors_scores(orders[:m], gauge.scores[:m], n)
+            hits[label, "authors"] += _top1(authors) == inst.gold_index
+    q = len(instances)
+    return {
+        "n": n,
+        "chance": 1 / n,
+        "scoring_seconds_per_question_n2": round(seconds / q, 2),
+        "rows": [
+            {"design": d, "passes": designs[d], "score": s, "top1": hits[d, s] / q,
+             "ci95": _wilson(hits[d, s], q), "questions": q}
+            for d, s in hits
+        ],
+    }  # fmt: skip
+
+
+def _top1(scores: list[float]) -> int:
+    return max(range(len(scores)), key=lambda d: (scores[d], -d))
+
+
+def _wilson(hits: int, total: int, z: float = 1.96) -> list[float]:
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
+class PeakRSS:
+    """Samples this process's resident memory in a thread; ``peak`` is the maximum seen."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self._proc = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self.baseline: int = self._proc.memory_info().rss
+        self.peak: int = self.baseline
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+            time.sleep(self._interval)
+
+    def __enter__(self) -> PeakRSS:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def above_baseline_mb(self) -> float:
+        return float(self.peak - self.baseline) / 2**20
+
+
+if __name__ == "__main__":
+    main()

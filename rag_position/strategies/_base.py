@@ -1,0 +1,167 @@
+"""Result types and the helpers every ordering strategy shares.
+
+A strategy never copies, drops, duplicates or mutates an item: ``result.passages``
+holds the caller's own objects (``Passage``, ``str``, ``dict`` or anything
+:func:`~rag_position.passages.as_passage` accepts), and ``result.order`` says where
+each came from (``result.passages[i] is passages[result.order[i]]``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import permutations
+from typing import Any, Generic, TypeVar
+
+from rag_position.cost import Cost
+from rag_position.errors import BackendError
+from rag_position.models.protocols import Metered, Scorer, Span, SpanScore
+from rag_position.passages import Passage, as_passage
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrderingResult(Generic[T]):
+    """A strategy's answer: the caller's passages in a new order, with what it cost.
+
+    ``passages[i] is <input>[order[i]]``. What ``scores`` holds is said by each
+    strategy (per input passage, or per candidate order). ``prompt`` is the prompt
+    to answer with when the strategy prescribes one (the sandwich), else ``None``.
+    """
+
+    passages: list[T]
+    order: list[int]
+    scores: list[float]
+    cost: Cost
+    prompt: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaugeResult:
+    """Question likelihoods of one or many orders of the same passages.
+
+    ``scores[i]`` is the mean log-likelihood of the question's tokens in
+    ``prompts[i]``, the prompt of ``orders[i]``; ``spans[i]`` is the question's
+    character span in it and ``span_scores[i]`` the scorer's full answer.
+    """
+
+    scores: list[float]
+    orders: list[list[int]]
+    prompts: list[str]
+    spans: list[Span]
+    span_scores: list[SpanScore]
+    cost: Cost
+
+    @property
+    def best(self) -> int | None:
+        """Index of the most likely order (the first on ties), ``None`` when nothing was scored."""
+        if not self.scores:
+            return None
+        return max(range(len(self.scores)), key=lambda i: (self.scores[i], -i))
+
+
+def check_passages(passages: Sequence[T]) -> list[T]:
+    """A private list of the caller's items (the input sequence is never touched)."""
+    if isinstance(passages, (str, bytes, Mapping)):
+        raise TypeError(
+            "`passages` must be a sequence of passages, not a single "
+            f"{type(passages).__name__}; wrap it in a list"
+        )
+    return list(passages)
+
+
+def to_passages(items: Sequence[Any]) -> list[Passage]:
+    """Text views of the items for rendering (a ``Passage`` is used as it is)."""
+    return [as_passage(x) for x in items]
+
+
+def own_score(item: Any) -> float | None:
+    """A passage's retriever score: ``Passage.score``, a mapping's ``"score"``, or ``.score``."""
+    if isinstance(item, (Passage, str, Mapping)):
+        return as_passage(item).score
+    score = getattr(item, "score", None)
+    return None if score is None else float(score)
+
+
+def check_count(value: int | None, name: str) -> None:
+    """``value`` must be ``None`` or an int >= 1."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"`{name}` must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"`{name}` must be >= 1, got {value}")
+
+
+def check_question(question: object) -> None:
+    if not isinstance(question, str):
+        raise TypeError(f"`question` must be a str, got {type(question).__name__}")
+    if not question.strip():
+        raise ValueError(f"`question` must be a non-empty string, got {question!r}")
+
+
+def check_seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"`seed` must be an int, got {type(seed).__name__}")
+    return seed
+
+
+def reordered(items: list[T], order: Sequence[int]) -> list[T]:
+    return [items[i] for i in order]
+
+
+def unchanged(items: list[T], **extra: Any) -> OrderingResult[T]:
+    """The zero-cost answer for 0 or 1 passages."""
+    return OrderingResult(
+        passages=list(items), order=list(range(len(items))), scores=[], cost=Cost(), **extra
+    )
+
+
+def score_prompts(
+    scorer: Scorer, prompts: list[str], spans: list[Span]
+) -> tuple[list[SpanScore], Cost]:
+    """One batched ``score_spans`` call and what it cost.
+
+    The cost is the change of the scorer's ``usage`` when it keeps one (a scorer
+    shared with other threads may count their calls too), else the number of
+    prompts and the wall time.
+    """
+    meter = scorer if isinstance(scorer, Metered) else None
+    before = meter.usage if meter is not None else Cost()
+    start = time.perf_counter()
+    results = scorer.score_spans(prompts, spans)
+    elapsed = time.perf_counter() - start
+    if len(results) != len(prompts):
+        raise BackendError(f"the scorer returned {len(results)} scores for {len(prompts)} prompts")
+    if meter is not None:
+        return list(results), meter.usage - before
+    return list(results), Cost(lm_calls=len(prompts), seconds=elapsed)
+
+
+def distinct_orders(
+    n: int, k: int, rng: random.Random, *, first: list[int] | None = None
+) -> list[list[int]]:
+    """``k`` distinct permutations of ``range(n)`` (all ``n!`` if there are fewer).
+
+    ``first``, when given, is the first of them; the others are drawn from ``rng``.
+    """
+    total = math.factorial(n)
+    k = min(k, total)
+    chosen: list[list[int]] = [list(first)] if first is not None else []
+    seen = {tuple(o) for o in chosen}
+    if total <= 5040:  # n <= 7: enumerate, then draw without replacement
+        pool = [list(p) for p in permutations(range(n)) if p not in seen]
+        rng.shuffle(pool)
+        return chosen + pool[: k - len(chosen)]
+    while len(chosen) < k:
+        o = list(range(n))
+        rng.shuffle(o)
+        if tuple(o) not in seen:
+            seen.add(tuple(o))
+            chosen.append(o)
+    return chosen

@@ -1,0 +1,258 @@
+"""ConvexScore gold-passage placement (Liu, Qi, He et al., method 2), in N passes instead of N².
+
+The question's likelihood is U-shaped in the gold passage's position and flat in
+a distractor's, so the passage whose likelihood curve rises most at the two ends
+is the gold one; it moves to where the model reads best. N rotations of one
+seeded random base order put every passage at every position exactly once.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from rag_position.cost import Cost
+from rag_position.models.protocols import Scorer
+from rag_position.strategies._base import (
+    OrderingResult,
+    check_count,
+    check_passages,
+    check_question,
+    check_seed,
+    distinct_orders,
+    reordered,
+)
+from rag_position.strategies.gauge import check_template, question_likelihood
+from rag_position.strategies.placement import Placement, Rest, place
+from rag_position.strategies.profiles import ProfileLike, as_profile
+
+T = TypeVar("T")
+Variant = Literal["convex", "authors"]
+Design = Literal["rotations", "authors"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvexScoreResult(OrderingResult[T]):
+    """ConvexScore's answer. ``scores[d]`` is input passage ``d``'s score.
+
+    ``gold`` is the input index of the identified gold candidate (the top score);
+    ``likelihoods[d][p]`` is the mean question likelihood with passage ``d`` at
+    position ``p`` (NaN where no scored prompt put it there); ``edge`` and
+    ``curvature`` are E(d) and C(d) (NaN where undefined, and for the authors'
+    variant); ``orders`` and ``prompt_scores`` are the scored prompts.
+    """
+
+    gold: int | None
+    likelihoods: list[list[float]]
+    edge: list[float]
+    curvature: list[float]
+    orders: list[list[int]]
+    prompt_scores: list[float]
+
+
+def convex_score(
+    question: str,
+    passages: Sequence[T],
+    scorer: Scorer,
+    *,
+    n_base_orders: int = 1,
+    n_orders: int | None = None,
+    seed: int = 0,
+    design: Design = "rotations",
+    edge_weight: float = 1.0,
+    curvature_weight: float = 1.0,
+    variant: Variant = "convex",
+    placement: Placement = "first",
+    rest: Rest | None = None,
+    profile: ProfileLike | None = None,
+    template: str | None = None,
+    query_aware: bool = False,
+) -> ConvexScoreResult[T]:
+    """Identify the gold passage by ConvexScore and place it.
+
+    Design (see :func:`convex_design`): ``n_base_orders`` (R) seeded random base
+    orders, ``n_orders`` (M, default N) evenly spaced rotations of each: R·M
+    prompts, one batched scoring call. ``design="authors"`` is the authors' N
+    shuffles x N rotations as intended (R = N distinct shuffles: their public code
+    restarts each shuffle's rotations from the original order, repeating N
+    prompts N times). Scores, ``variant="convex"``:
+    ``edge_weight·E(d) + curvature_weight·C(d)`` with ``E = ll_0 + ll_{N-1}`` and
+    ``C = (ll_0 + ll_{N-1})/2 - mean_{0<p<N-1} ll_p``; ``variant="authors"``: the mean
+    over prompts of +LL when ``d`` sits at either end, -LL inside.
+
+    Placement of the top-scored passage: ``"first"`` (the paper), ``"last"``, or
+    ``"profile"`` (the best position of ``profile``, a :class:`PositionProfile` or
+    its JSON file). ``rest``: ``"keep"`` (the others keep their order; default for
+    first and last) or ``"scores"`` (they follow their scores: toward the front for
+    first, toward the end for last, down the profile's ranking for profile, its
+    default). Ties go to the earlier input passage (with 2 passages every position
+    is an end, the scores tie and the order stays). 0 or 1 passages: returned as
+    they are at zero cost.
+
+    Example:
+        >>> r = convex_score("Who wrote Hamlet?", docs, model)     # N prompts
+        >>> r.gold, r.order[0] == r.gold, r.cost.lm_calls
+        (3, True, 10)
+    """
+    check_question(question)
+    check_template(template, query_aware)
+    check_count(n_base_orders, "n_base_orders")
+    check_count(n_orders, "n_orders")
+    seed = check_seed(seed)
+    _check_choice(variant, ("convex", "authors"), "variant")
+    _check_choice(placement, ("first", "last", "profile"), "placement")
+    _check_choice(design, ("rotations", "authors"), "design")
+    if rest is not None:
+        _check_choice(rest, ("keep", "scores"), "rest")
+    for name, w in (("edge_weight", edge_weight), ("curvature_weight", curvature_weight)):
+        if not math.isfinite(w):
+            raise ValueError(f"`{name}` must be a finite number, got {w}")
+    if (placement == "profile") != (profile is not None):
+        raise ValueError("pass a `profile` exactly when placement='profile'")
+    prof = None if profile is None else as_profile(profile)  # a bad file fails before scoring
+    items = check_passages(passages)
+    n = len(items)
+    if n < 2:
+        return ConvexScoreResult(
+            passages=items, order=list(range(n)), scores=[], cost=Cost(), gold=0 if n else None,
+            likelihoods=[], edge=[], curvature=[], orders=[], prompt_scores=[],
+        )  # fmt: skip
+    orders = convex_design(
+        n, n_base_orders=n_base_orders, n_orders=n_orders, seed=seed, design=design
+    )
+    gauge = question_likelihood(
+        question, items, scorer, orders=orders, template=template, query_aware=query_aware
+    )
+    table = likelihood_table(orders, gauge.scores, n)
+    if variant == "authors":
+        scores = authors_scores(orders, gauge.scores, n)
+        edge, curvature = [math.nan] * n, [math.nan] * n
+    else:
+        scores, edge, curvature = convex_scores(table, edge_weight, curvature_weight)
+    ranked = sorted(range(n), key=lambda d: (-scores[d], d))
+    order = place(ranked, placement, rest, prof)
+    return ConvexScoreResult(
+        passages=reordered(items, order),
+        order=order,
+        scores=scores,
+        cost=gauge.cost,
+        gold=ranked[0],
+        likelihoods=table,
+        edge=edge,
+        curvature=curvature,
+        orders=orders,
+        prompt_scores=gauge.scores,
+    )
+
+
+def convex_design(
+    n: int,
+    *,
+    n_base_orders: int = 1,
+    n_orders: int | None = None,
+    seed: int = 0,
+    design: Design = "rotations",
+) -> list[list[int]]:
+    """The orders ConvexScore scores: ``n_orders`` rotations of each of ``n_base_orders`` bases.
+
+    Base orders are seeded random arrangements, distinct as cycles while there are
+    enough ((N-1)! of them; rotations of one cycle would repeat the same prompts).
+    Rotation ``k`` of base ``b`` puts ``b[j]`` at position ``(j - k) mod N``; all N
+    rotations put every passage at every position once. With M = ``n_orders`` < N the
+    rotations are evenly spaced (``k = floor(i·N/M)``): each passage is measured at M
+    of the N positions, at most 2M passages ever sit at an end, and a passage never
+    measured where a weighted term needs it scores ``-inf`` (it cannot be the gold
+    candidate). ``design="authors"``: N base orders (N² prompts), each (passage,
+    position) pair measured N times under different arrangements of the others.
+    """
+    check_count(n, "n")
+    check_count(n_base_orders, "n_base_orders")
+    check_count(n_orders, "n_orders")
+    _check_choice(design, ("rotations", "authors"), "design")
+    if design == "authors":
+        if n_base_orders not in (1, n):
+            raise ValueError("design='authors' uses N base orders; leave `n_base_orders` at 1")
+        n_base_orders = n
+    m = n if n_orders is None else n_orders
+    if m > n:
+        raise ValueError(
+            f"`n_orders` ({m}) counts rotations of each base order, at most N = {n}; "
+            "use `n_base_orders` for more prompts"
+        )
+    rng = random.Random(check_seed(seed))
+    tails = distinct_orders(n - 1, n_base_orders, rng)
+    orders: list[list[int]] = []
+    for r in range(n_base_orders):
+        cycle = [0] + [x + 1 for x in tails[r % len(tails)]]
+        shift = rng.randrange(n)
+        base = cycle[shift:] + cycle[:shift]
+        for i in range(m):
+            k = i * n // m
+            orders.append([base[(p + k) % n] for p in range(n)])
+    return orders
+
+
+def likelihood_table(
+    orders: Sequence[Sequence[int]], prompt_scores: Sequence[float], n: int
+) -> list[list[float]]:
+    """``ll[d][p]``: mean score of the prompts with passage ``d`` at position ``p``; NaN if none."""
+    sums = [[0.0] * n for _ in range(n)]
+    counts = [[0] * n for _ in range(n)]
+    for order, s in zip(orders, prompt_scores, strict=True):
+        for p, d in enumerate(order):
+            sums[d][p] += s
+            counts[d][p] += 1
+    return [
+        [sums[d][p] / counts[d][p] if counts[d][p] else math.nan for p in range(n)]
+        for d in range(n)
+    ]
+
+
+def convex_scores(
+    table: Sequence[Sequence[float]], edge_weight: float = 1.0, curvature_weight: float = 1.0
+) -> tuple[list[float], list[float], list[float]]:
+    """``(score, E, C)`` per passage from the ll table, using the measured positions.
+
+    E = 2·mean of the measured ends (ll_0 + ll_{N-1} when both are); C = mean of the
+    measured ends - mean of the measured interior positions (0 when N = 2, which has
+    no interior). A term with a nonzero weight that is undefined makes the score -inf.
+    """
+    scores, edges, curvatures = [], [], []
+    for row in table:
+        n = len(row)
+        ends = [v for v in (row[0], row[n - 1]) if not math.isnan(v)]
+        inner = [v for v in row[1 : n - 1] if not math.isnan(v)]
+        e = 2 * sum(ends) / len(ends) if ends else math.nan
+        if n <= 2:
+            c = 0.0
+        elif ends and inner:
+            c = sum(ends) / len(ends) - sum(inner) / len(inner)
+        else:
+            c = math.nan
+        total = 0.0
+        for w, term in ((edge_weight, e), (curvature_weight, c)):
+            if w:
+                total += w * term
+        scores.append(-math.inf if math.isnan(total) else total)
+        edges.append(e)
+        curvatures.append(c)
+    return scores, edges, curvatures
+
+
+def authors_scores(
+    orders: Sequence[Sequence[int]], prompt_scores: Sequence[float], n: int
+) -> list[float]:
+    """The authors' code: mean over prompts of +LL with ``d`` at either end, -LL inside."""
+    totals = [0.0] * n
+    for order, s in zip(orders, prompt_scores, strict=True):
+        for p, d in enumerate(order):
+            totals[d] += s if p in (0, n - 1) else -s
+    return [t / len(orders) for t in totals]
+
+
+def _check_choice(value: str, allowed: tuple[str, ...], name: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"`{name}` must be one of {', '.join(map(repr, allowed))}, got {value!r}")

@@ -1,0 +1,121 @@
+"""Placement by a model's position profile (beyond the papers), and the shared placement rule.
+
+"Lost in the Middle" (Liu et al., TACL 2024) found accuracy U-shaped in the gold
+passage's position, but each model has its own curve: the embedded model reads
+the LAST position best, so "most relevant first" is the wrong rule for it.
+:func:`profile_reorder` puts the most relevant passage at the position the
+model's :class:`~rag_position.strategies.PositionProfile` rates best, the next at
+the second best, and so on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar
+
+from rag_position.cost import Cost
+from rag_position.models.protocols import Scorer
+from rag_position.strategies._base import (
+    OrderingResult,
+    check_passages,
+    check_question,
+    own_score,
+    reordered,
+)
+from rag_position.strategies.profiles import ProfileLike, as_profile
+
+T = TypeVar("T")
+Placement = Literal["first", "last", "profile"]
+Rest = Literal["keep", "scores"]
+
+
+def profile_reorder(
+    question: str,
+    passages: Sequence[T],
+    *,
+    profile: ProfileLike,
+    scores: Sequence[float] | None = None,
+    scorer: Scorer | None = None,
+    **convex_options: Any,
+) -> OrderingResult[T]:
+    """Most relevant passage to the profile's best position, the next to the second best, ...
+
+    Relevance, first available: ``scores`` (one per passage, higher is more
+    relevant); ConvexScore's scores when a ``scorer`` is given (``convex_options``
+    go to :func:`~rag_position.strategies.convex_score`, and its cost is this
+    result's); the passages' own retriever scores when every passage has one;
+    else the given order (first most relevant). ``profile`` (a
+    :class:`PositionProfile` or its JSON file) is interpolated to the number of
+    passages. Ties go to the earlier passage. ``result.scores``: the relevance used
+    (``[]`` for the given order); ``details["relevance"]`` says which.
+    """
+    check_question(question)
+    prof = as_profile(profile)
+    if convex_options and (scorer is None or scores is not None):
+        raise ValueError(
+            f"options {sorted(convex_options)} go to convex_score: pass a `scorer` and no `scores`"
+        )
+    items = check_passages(passages)
+    n = len(items)
+    if n < 2:
+        return OrderingResult(passages=items, order=list(range(n)), scores=[], cost=Cost())
+    cost = Cost()
+    if scores is not None:
+        if len(scores) != n:
+            raise ValueError(f"got {len(scores)} scores for {n} passages")
+        relevance, source = [float(s) for s in scores], "scores"
+        if any(math.isnan(s) for s in relevance):
+            raise ValueError("`scores` holds NaN; give every passage a number (-inf for last)")
+    elif scorer is not None:
+        from rag_position.strategies.convex import convex_score
+
+        result = convex_score(question, items, scorer, **convex_options)
+        relevance, cost, source = result.scores, result.cost, "convex_score"
+    else:
+        own = [own_score(x) for x in items]
+        if all(s is not None for s in own):
+            relevance, source = [s for s in own if s is not None], "passage_scores"
+        else:
+            relevance, source = [float(n - i) for i in range(n)], "order"
+    ranked = sorted(range(n), key=lambda i: (-relevance[i], i))
+    order = place(ranked, "profile", "scores", prof)
+    return OrderingResult(
+        passages=reordered(items, order),
+        order=order,
+        scores=[] if source == "order" else relevance,
+        cost=cost,
+        details={"relevance": source},
+    )
+
+
+def place(
+    ranked: Sequence[int], placement: Placement, rest: Rest | None, profile: ProfileLike | None
+) -> list[int]:
+    """The new order from ``ranked`` (input indices, most relevant first).
+
+    ``"first"``/``"last"``: the top passage to the front/end; with ``rest="scores"``
+    the others follow the ranking away from it, else they keep their input order.
+    ``"profile"``: the k-th ranked passage at the profile's k-th best position
+    (``rest="keep"``: only the top one; the others fill the remaining positions in
+    their input order).
+    """
+    n = len(ranked)
+    gold = ranked[0]
+    if placement == "profile":
+        assert profile is not None
+        positions = as_profile(profile).interpolate(n).ranking()
+        if rest in (None, "scores"):
+            who = list(ranked)
+        else:
+            others = [d for d in range(n) if d != gold]
+            slots = sorted(positions[1:])
+            who = [gold] + [others[slots.index(p)] for p in positions[1:]]
+        order = [0] * n
+        for position, d in zip(positions, who, strict=True):
+            order[position] = d
+        return order
+    front = list(ranked) if rest == "scores" else [gold, *(d for d in range(n) if d != gold)]
+    if placement == "first":
+        return front
+    return front[::-1] if rest == "scores" else [*front[1:], gold]

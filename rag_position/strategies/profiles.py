@@ -1,0 +1,193 @@
+"""Position profiles (beyond the papers): put each passage where this model reads best.
+
+"Lost in the Middle" (Liu et al., TACL 2024) found accuracy U-shaped in the gold
+passage's position, and Liu, Qi, He et al. found the question's likelihood
+follows it; but each model has its own curve (the embedded model reads the LAST
+position best). A :class:`PositionProfile` is that curve, measured by the eval or
+estimated from question likelihoods (:func:`estimate_profile`), and saved as a
+small JSON file per model; :func:`~rag_position.strategies.profile_reorder` uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias, Union
+
+from rag_position.models.protocols import Scorer, Span
+from rag_position.prompts import question_span, render_qa
+from rag_position.strategies._base import check_passages, check_question, score_prompts, to_passages
+from rag_position.strategies.gauge import check_template
+
+ProfileSource = Literal["eval", "likelihood"]
+
+
+@dataclass(frozen=True)
+class PositionProfile:
+    """How well a model reads each of N positions (higher is better), for one model.
+
+    ``values[p]``: accuracy with the gold passage at ``p`` (``source="eval"``) or
+    the mean question log-likelihood with it there (``source="likelihood"``).
+    Saved as ``{"model": ..., "n_positions": N, "values": [...], "source": ...}``.
+
+    Example:
+        >>> PositionProfile([0.17, 0.12, 0.40], model="embedded", source="eval").ranking()
+        [2, 0, 1]
+    """
+
+    values: tuple[float, ...]
+    model: str = ""
+    source: ProfileSource = "likelihood"
+
+    def __post_init__(self) -> None:
+        values = tuple(float(v) for v in self.values)
+        if not values or not all(math.isfinite(v) for v in values):
+            raise ValueError(f"a profile needs at least one finite value, got {list(values)}")
+        if self.source not in ("eval", "likelihood"):
+            raise ValueError(f"`source` must be 'eval' or 'likelihood', got {self.source!r}")
+        object.__setattr__(self, "values", values)
+
+    @property
+    def n_positions(self) -> int:
+        return len(self.values)
+
+    def ranking(self) -> list[int]:
+        """Positions from the best read to the worst (ties: the earlier position first)."""
+        return sorted(range(len(self.values)), key=lambda p: (-self.values[p], p))
+
+    def interpolate(self, n: int) -> PositionProfile:
+        """The profile at ``n`` positions, linear in relative position (0 = first, 1 = last)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"`n` must be an int >= 1, got {n!r}")
+        m = len(self.values)
+        if n == m:
+            return self
+        if m == 1 or n == 1:
+            values = [sum(self.values) / m] * n
+        else:
+            values = [_interp(i * (m - 1) / (n - 1), list(range(m)), self.values) for i in range(n)]
+        return PositionProfile(tuple(values), model=self.model, source=self.source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "n_positions": self.n_positions,
+            "values": list(self.values),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> PositionProfile:
+        missing = [k for k in ("model", "n_positions", "values", "source") if k not in record]
+        if missing:
+            raise ValueError(f"a position profile needs the keys {missing}")
+        values = record["values"]
+        if not isinstance(values, list) or len(values) != record["n_positions"]:
+            raise ValueError(
+                f"`values` must be a list of n_positions={record['n_positions']} numbers"
+            )
+        return cls(tuple(values), model=str(record["model"]), source=record["source"])
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PositionProfile:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+ProfileLike: TypeAlias = Union[PositionProfile, str, "os.PathLike[str]"]
+"""A profile, or the path of its JSON file."""
+
+
+def estimate_profile(
+    scorer: Scorer,
+    instances: Iterable[Any],
+    *,
+    positions: Sequence[int] | None = None,
+    model: str | None = None,
+    template: str | None = None,
+    query_aware: bool = False,
+) -> PositionProfile:
+    """A likelihood profile: mean question log-likelihood with the gold passage at each position.
+
+    ``instances``: objects with ``question``, ``passages`` and ``gold_index`` (a
+    ``QAInstance``) or ``(question, passages, gold_index)`` tuples, all with the
+    same N passages. For each instance and each of ``positions`` (default: all N),
+    the gold passage moves there and the others keep their order (as
+    ``place_gold`` does); every prompt goes to the scorer in one batched call
+    (N prompts per instance, no generation). Positions not measured are filled by
+    linear interpolation. ``model`` defaults to the scorer's ``name``.
+    """
+    check_template(template, query_aware)
+    prompts: list[str] = []
+    spans: list[Span] = []
+    n_passages: int | None = None
+    for k, instance in enumerate(instances):
+        question, passages, gold = _unpack(instance, k)
+        docs = to_passages(check_passages(passages))
+        if n_passages is None:
+            n_passages = len(docs)
+            wanted = sorted(set(range(n_passages) if positions is None else positions))
+            if not wanted or not 0 <= wanted[0] <= wanted[-1] < n_passages:
+                raise ValueError(f"`positions` must be within range({n_passages}), got {positions}")
+        if len(docs) != n_passages or not 0 <= gold < n_passages:
+            raise ValueError(
+                f"instance {k}: every instance needs {n_passages} passages and a gold index "
+                f"among them, got {len(docs)} passages and gold_index={gold}"
+            )
+        for p in wanted:
+            moved = [d for i, d in enumerate(docs) if i != gold]
+            moved.insert(p, docs[gold])
+            prompt = render_qa(question, moved, query_aware=query_aware, template=template)
+            prompts.append(prompt)
+            spans.append(question_span(prompt, question))
+    if n_passages is None:
+        raise ValueError("`instances` is empty; a profile needs at least one instance")
+    results, _ = score_prompts(scorer, prompts, spans)
+    means = [sum(r.mean for r in results[j :: len(wanted)]) / (len(results) // len(wanted))
+             for j in range(len(wanted))]  # fmt: skip
+    values = tuple(_interp(p, wanted, means) for p in range(n_passages))
+    name = model if model is not None else str(getattr(scorer, "name", ""))
+    return PositionProfile(values, model=name, source="likelihood")
+
+
+def as_profile(profile: ProfileLike) -> PositionProfile:
+    """A profile, or one loaded from its JSON file."""
+    if isinstance(profile, PositionProfile):
+        return profile
+    if isinstance(profile, (str, os.PathLike)):
+        return PositionProfile.load(profile)
+    raise TypeError(f"`profile` must be a PositionProfile or a path, got {type(profile).__name__}")
+
+
+def _interp(x: float, xs: Sequence[int], ys: Sequence[float]) -> float:
+    """Piecewise-linear through ``(xs, ys)`` (``xs`` increasing), constant beyond the ends."""
+    if x <= xs[0]:
+        return ys[0]
+    for j in range(1, len(xs)):
+        if x <= xs[j]:
+            x0, x1, y0, y1 = xs[j - 1], xs[j], ys[j - 1], ys[j]
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[-1]
+
+
+def _unpack(instance: Any, k: int) -> tuple[str, Sequence[Any], int]:
+    if isinstance(instance, tuple) and len(instance) == 3:
+        question, passages, gold = instance
+    else:
+        try:
+            question, passages, gold = instance.question, instance.passages, instance.gold_index
+        except AttributeError:
+            raise TypeError(
+                f"instance {k} needs `question`, `passages` and `gold_index` "
+                "(a QAInstance or a (question, passages, gold_index) tuple)"
+            ) from None
+    check_question(question)
+    if isinstance(gold, bool) or not isinstance(gold, int):
+        raise ValueError(f"instance {k} has no gold passage (gold_index={gold!r})")
+    return question, passages, gold

@@ -1,0 +1,164 @@
+"""Strategies by name, with one calling convention, for the eval suite and the CLI.
+
+Every entry is called as ``STRATEGIES[name](question, passages, scorer=..., generator=...,
+**options)`` and returns an :class:`~rag_position.strategies.OrderingResult`
+(the scoring ones also take ``seed``):
+answer with ``result.prompt`` when it is set (the sandwich), else with the usual
+prompt rendered from ``result.passages``; ``result.cost`` is what choosing the
+order spent. ``options`` go to the underlying function.
+
+=======================  ==============================================  =======
+name                     calls                                           needs
+=======================  ==============================================  =======
+``retriever``            the given order (the baseline), zero cost       --
+``likelihood_selection`` :func:`likelihood_selection`                    scorer
+``convex_score``         :func:`convex_score` (``placement="first"``)    scorer
+``convex_score_profile`` :func:`convex_score` (``placement="profile"``)  scorer,
+                                                                         profile=
+``edge``                 :func:`edge_reorder` (``mode="langchain"``)     --
+``sandwich``             the given order, ``prompt`` = query-aware       --
+=======================  ==============================================  =======
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from rag_position.models.protocols import Generator, Scorer
+from rag_position.strategies._base import OrderingResult, check_passages, check_question, unchanged
+from rag_position.strategies.convex import convex_score
+from rag_position.strategies.edges import edge_reorder
+from rag_position.strategies.likelihood import likelihood_selection
+from rag_position.strategies.sandwich import sandwich
+
+
+class Strategy(Protocol):
+    """The uniform signature of a registered strategy."""
+
+    def __call__(
+        self,
+        question: str,
+        passages: Sequence[Any],
+        *,
+        scorer: Scorer | None = None,
+        generator: Generator | None = None,
+        **options: Any,
+    ) -> OrderingResult[Any]: ...
+
+
+def get_strategy(name: str) -> Strategy:
+    """The strategy registered as ``name``; ``ValueError`` lists the names known."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}"
+        ) from None
+
+
+def _retriever(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    **options: Any,
+) -> OrderingResult[Any]:
+    check_question(question)
+    _no_options("retriever", options)
+    return unchanged(check_passages(passages))
+
+
+def _likelihood_selection(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> OrderingResult[Any]:
+    scorer = _need_scorer("likelihood_selection", scorer)
+    return likelihood_selection(question, passages, scorer, seed=seed, **options)
+
+
+def _convex_score(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> OrderingResult[Any]:
+    options.setdefault("placement", "first")
+    scorer = _need_scorer("convex_score", scorer)
+    return convex_score(question, passages, scorer, seed=seed, **options)
+
+
+def _convex_score_profile(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> OrderingResult[Any]:
+    if options.get("profile") is None:
+        raise ValueError(
+            "strategy 'convex_score_profile' needs profile= (a PositionProfile or its JSON "
+            "file, e.g. from estimate_profile)"
+        )
+    scorer = _need_scorer("convex_score_profile", scorer)
+    options = {**options, "placement": "profile"}
+    return convex_score(question, passages, scorer, seed=seed, **options)
+
+
+def _edge(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    **options: Any,
+) -> OrderingResult[Any]:
+    check_question(question)
+    return edge_reorder(passages, **options)
+
+
+def _sandwich(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    **options: Any,
+) -> OrderingResult[Any]:
+    return sandwich(question, passages, **options)
+
+
+def _need_scorer(name: str, scorer: Scorer | None) -> Scorer:
+    if scorer is None:
+        raise ValueError(f"strategy {name!r} scores question likelihoods: pass scorer=")
+    return scorer
+
+
+def _no_options(name: str, options: Mapping[str, Any]) -> None:
+    if options:
+        raise TypeError(f"strategy {name!r} takes no options, got {sorted(options)}")
+
+
+STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
+    {
+        "retriever": _retriever,
+        "likelihood_selection": _likelihood_selection,
+        "convex_score": _convex_score,
+        "convex_score_profile": _convex_score_profile,
+        "edge": _edge,
+        "sandwich": _sandwich,
+    }
+)
+"""Name -> strategy, read-only. The names are the eval suite's ``--strategies``."""
