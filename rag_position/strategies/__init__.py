@@ -9,33 +9,79 @@ be :class:`~rag_position.passages.Passage` objects, strings or ``ctxs`` dicts.
 
 from __future__ import annotations
 
+from rag_position.strategies._align import (
+    Rewritten,
+    StrategyError,
+    mask_facts,
+    parse_bullets,
+    remove_facts,
+)
 from rag_position.strategies._base import GaugeResult, OrderingResult
 from rag_position.strategies.convex import ConvexScoreResult, convex_design, convex_score
 from rag_position.strategies.edges import edge_reorder
+from rag_position.strategies.fact import (
+    FactIteration,
+    FactResult,
+    FactTrace,
+    embedding_retrieve,
+    fact,
+    needle_retrieve,
+)
 from rag_position.strategies.gauge import question_likelihood
 from rag_position.strategies.likelihood import SelectionResult, likelihood_selection
+from rag_position.strategies.medoid import (
+    DEFAULT_ABSENCE_PHRASES,
+    MedoidResult,
+    MedoidTrace,
+    medoid_vote,
+)
 from rag_position.strategies.placement import profile_reorder
 from rag_position.strategies.profiles import PositionProfile, estimate_profile
+from rag_position.strategies.recite import (
+    RecitedBlock,
+    ReciteResult,
+    ReciteTrace,
+    recite_then_solve,
+)
 from rag_position.strategies.registry import STRATEGIES, Strategy, get_strategy
 from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE, sandwich, sandwich_prompt
 
 __all__ = [
     "CHAT_SANDWICH_TEMPLATE",
+    "DEFAULT_ABSENCE_PHRASES",
     "STRATEGIES",
     "ConvexScoreResult",
+    "FactIteration",
+    "FactResult",
+    "FactTrace",
     "GaugeResult",
+    "MedoidResult",
+    "MedoidTrace",
     "OrderingResult",
     "PositionProfile",
+    "ReciteResult",
+    "ReciteTrace",
+    "RecitedBlock",
+    "Rewritten",
     "SelectionResult",
     "Strategy",
+    "StrategyError",
     "convex_design",
     "convex_score",
     "edge_reorder",
+    "embedding_retrieve",
     "estimate_profile",
+    "fact",
     "get_strategy",
     "likelihood_selection",
+    "mask_facts",
+    "medoid_vote",
+    "needle_retrieve",
+    "parse_bullets",
     "profile_reorder",
     "question_likelihood",
+    "recite_then_solve",
+    "remove_facts",
     "sandwich",
     "sandwich_prompt",
 ]

@@ -1,0 +1,242 @@
+"""Shared helpers of the generation strategies (FACT, recite-then-solve, medoid voting).
+
+Text alignment: locate what a model copied (or claims to have copied) in the source
+text, exactly first, then fuzzily at sentence level (``difflib`` ratio over
+whitespace- and case-normalised text). Also the context resolution, the metered
+generate call and :class:`StrategyError`, which all three strategies share.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import Any
+
+from rag_position.cost import Cost
+from rag_position.errors import BackendError, RagPositionError
+from rag_position.models.protocols import Generator, Metered, Span
+from rag_position.passages import Passage, as_passages
+from rag_position.prompts import format_documents
+
+FUZZY_THRESHOLD = 0.8
+"""Default ``difflib`` ratio a sentence needs to count as the same text as a candidate."""
+
+_HEADER = re.compile(r"Document \[\d+\]\(Title: [^)\n]*\) ?")
+_EDGE = " \t\r_"  # whitespace and mask filler are not part of a sentence
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
+_ALNUM = re.compile(r"[^\W_]")
+
+
+class StrategyError(RagPositionError, RuntimeError):
+    """A model call failed part way through a strategy; ``trace`` holds what was done so far.
+
+    The original exception is chained (``__cause__``).
+    """
+
+    def __init__(self, message: str, *, trace: Any) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def resolve_context(
+    passages_or_context: str | Sequence[Passage | str | Mapping[str, Any]],
+) -> tuple[str, list[Passage] | None]:
+    """The context string and, when passages were given, the passages.
+
+    A plain string is the context as it is; a sequence of passages becomes the
+    ``Document [i](Title: t) text`` block of the QA prompt. An empty or blank
+    context raises ``ValueError`` (there is nothing to retrieve from).
+    """
+    if isinstance(passages_or_context, str):
+        if not passages_or_context.strip():
+            raise ValueError("the context is empty: there is nothing to retrieve from")
+        return passages_or_context, None
+    docs = as_passages(passages_or_context)
+    if not docs or not any(p.text.strip() for p in docs):
+        raise ValueError("no passages with text were given: there is nothing to retrieve from")
+    return format_documents(docs), docs
+
+
+class Meter:
+    """Counts what a strategy spends on ``generator``.
+
+    The cost is the change of the generator's ``usage`` when it keeps one (so calls a
+    custom callable makes on the same generator count too), else the number of prompts
+    sent through :meth:`generate` and the wall time.
+    """
+
+    def __init__(self, generator: Generator) -> None:
+        self.generator = generator
+        self._metered = generator if isinstance(generator, Metered) else None
+        self._before = self._metered.usage if self._metered is not None else Cost()
+        self._start = time.perf_counter()
+        self.calls = 0
+
+    def generate(self, prompts: list[str], **kwargs: Any) -> list[str]:
+        outputs = self.generator.generate(prompts, **kwargs)
+        self.calls += len(prompts)
+        if len(outputs) != len(prompts):
+            raise BackendError(
+                f"the generator returned {len(outputs)} texts for {len(prompts)} prompts"
+            )
+        return [str(o) for o in outputs]
+
+    def cost(self) -> Cost:
+        if self._metered is not None:
+            return self._metered.usage - self._before
+        return Cost(lm_calls=self.calls, seconds=time.perf_counter() - self._start)
+
+
+def normalize(text: str) -> str:
+    """Lower case, whitespace collapsed, surrounding quotes and spaces stripped."""
+    return " ".join(text.split()).strip(" \"'`").lower()
+
+
+def similarity(a: str, b: str) -> float:
+    """``difflib`` ratio of the normalised texts (1.0 for equal texts)."""
+    na, nb = normalize(a), normalize(b)
+    if na == nb:
+        return 1.0
+    return SequenceMatcher(None, na, nb, autojunk=False).ratio()
+
+
+def sentence_spans(text: str) -> list[Span]:
+    """Half-open spans of the sentences of ``text``.
+
+    Sentences end at ``.``, ``!`` or ``?`` before whitespace, and at line ends. The
+    ``Document [i](Title: t)`` header of a formatted passage is not part of a sentence,
+    nor are surrounding whitespace and mask filler; spans with no letter or digit are skipped.
+    """
+    spans: list[Span] = []
+    offset = 0
+    for line in text.split("\n"):
+        header = _HEADER.match(line)
+        start = header.end() if header else 0
+        cuts = [m.end() for m in _SENTENCE_END.finditer(line, start)]
+        for end in [*cuts, len(line)]:
+            piece = line[start:end]
+            left = len(piece) - len(piece.lstrip(_EDGE))
+            right = len(piece.rstrip(_EDGE))
+            if right > left and _ALNUM.search(piece):
+                spans.append((offset + start + left, offset + start + right))
+            start = end
+        offset += len(line) + 1
+    return spans
+
+
+def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> Span | None:
+    """Where ``candidate`` is in ``text``, or ``None`` (a hallucination).
+
+    Exact first (the first occurrence on word boundaries, one inside a sentence before
+    one in a ``Document [i](Title: t)`` header); an exact fragment of a sentence grows
+    to the whole sentence(s) it touches. Else the sentence with the
+    highest ``difflib`` ratio, if it reaches ``threshold``. A candidate with no letter
+    or digit is never found.
+    """
+    cand = candidate.strip()
+    if not _ALNUM.search(cand):
+        return None
+    sentences = sentence_spans(text)
+    pattern = (r"(?<!\w)" if cand[0].isalnum() else "") + re.escape(cand)
+    pattern += r"(?!\w)" if cand[-1].isalnum() else ""
+    fallback: Span | None = None
+    for match in re.finditer(pattern, text):
+        lo, hi = match.span()
+        touched = [s for s in sentences if s[0] < hi and lo < s[1]]
+        if touched:  # prefer a match in a sentence to one in a document header
+            return min(lo, touched[0][0]), max(hi, touched[-1][1])
+        fallback = fallback or (lo, hi)
+    if fallback is not None:
+        return fallback
+    target = normalize(cand)
+    best: tuple[float, Span] | None = None
+    for span in sentences:
+        sent = normalize(text[span[0] : span[1]])
+        matcher = SequenceMatcher(None, target, sent, autojunk=False)
+        if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+            continue
+        ratio = matcher.ratio()
+        if ratio >= threshold and (best is None or ratio > best[0]):
+            best = (ratio, span)
+    return None if best is None else best[1]
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•]+\s*)?(?:\(?\d{1,3}[.)]\s+|\(?\d{1,3}\)\s*)?")
+_PREAMBLE = re.compile(
+    r"^(?:retrieved sentences|relevant sentences|here are|sentences)\b.*:$", re.I
+)
+_TERMINAL = re.compile(r"[.!?]+[\"')\]]*$")
+
+
+def parse_bullets(text: str) -> list[str]:
+    """The items of a ``-`` bulleted list a model wrote, robust to a small model's output.
+
+    Bullet markers ``-``, ``*``, ``•``, numbering (``1.``, ``2)``) and both together
+    (``- 1)``) are stripped; a lone ``-`` (the "no results" answer), blank lines and
+    an introducing line ending in ``:`` give nothing; repeated items are kept once.
+    Output without bullets gives one item per line. When the last item lacks the final
+    punctuation every earlier item has, it was cut off by the token limit and is dropped.
+    """
+    items: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        item = _BULLET.sub("", line, count=1).strip().strip("\"'`").strip()
+        if not _ALNUM.search(item) or _PREAMBLE.match(item):
+            continue
+        key = normalize(item)
+        if key not in seen:
+            seen.add(key)
+            items.append(item)
+    complete = all(_TERMINAL.search(i) for i in items[:-1])
+    cut_off = not _TERMINAL.search(items[-1]) and not text.endswith("\n") if items else False
+    if len(items) >= 2 and complete and cut_off:
+        items.pop()
+    return items
+
+
+MASK_CHAR = "_"
+"""The neutral filler :func:`mask_facts` writes over a located fact (same length)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rewritten:
+    """A rewrite step: the new context, and each candidate's span in the old one (``None``
+    where the candidate is not in the context)."""
+
+    context: str
+    spans: list[Span | None]
+
+
+def remove_facts(
+    candidates: Sequence[str], context: str, *, threshold: float = FUZZY_THRESHOLD
+) -> Rewritten:
+    """Locate each candidate (:func:`locate`) and cut exactly the located spans out."""
+    return rewrite_facts(candidates, context, mask=False, threshold=threshold)
+
+
+def mask_facts(
+    candidates: Sequence[str], context: str, *, threshold: float = FUZZY_THRESHOLD
+) -> Rewritten:
+    """As :func:`remove_facts`, but overwrite each span with :data:`MASK_CHAR` filler of
+    the same length, so the context keeps its length and layout."""
+    return rewrite_facts(candidates, context, mask=True, threshold=threshold)
+
+
+def rewrite_facts(
+    candidates: Sequence[str], context: str, *, mask: bool, threshold: float = FUZZY_THRESHOLD
+) -> Rewritten:
+    """Locate each candidate; cut the merged spans out, or mask them (``mask=True``)."""
+    spans = [locate(c, context, threshold=threshold) for c in candidates]
+    merged: list[list[int]] = []
+    for lo, hi in sorted({s for s in spans if s is not None}):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    out = context
+    for lo, hi in reversed(merged):
+        out = out[:lo] + (MASK_CHAR * (hi - lo) if mask else "") + out[hi:]
+    return Rewritten(context=out, spans=spans)

@@ -1,0 +1,154 @@
+"""Medoid voting over passage orders (Dsouza et al., SWiM, Snorkel).
+
+Answer the question once per seeded permutation of the passages, embed the answers,
+and return the medoid: the answer with the largest summed cosine similarity to the
+others. Answers saying the context lacks the information are dropped first, when
+any other answer remains, so "not found" cannot win by agreeing with itself.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rag_position.cost import Cost
+from rag_position.models.protocols import Embedder, Generator
+from rag_position.passages import Passage, as_passages
+from rag_position.prompts import render_qa
+from rag_position.strategies._align import Meter, StrategyError
+from rag_position.strategies._base import check_count, check_question, check_seed, distinct_orders
+
+DEFAULT_ABSENCE_PHRASES: tuple[str, ...] = (
+    "no information",
+    "not enough information",
+    "not mentioned",
+    "not provided",
+    "not found in",
+    "not in the context",
+    "not in the provided",
+    "does not contain",
+    "doesn't contain",
+    "does not mention",
+    "doesn't mention",
+    "does not say",
+    "cannot be determined",
+    "can't be determined",
+    "cannot answer",
+    "can't answer",
+    "unable to answer",
+    "i don't know",
+    "i do not know",
+)
+"""Lower-case phrases marking an answer as "the context lacks the information"."""
+
+TIE_TOLERANCE = 1e-6
+"""Summed similarities this close count as a tie (broken by the lowest index)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MedoidTrace:
+    """The prompts, the answers judged absent, the answers that took part in the vote
+    (``voters``) and the index of the winner (``-1`` when unfinished)."""
+
+    prompts: list[str]
+    absent: list[int]
+    voters: list[int]
+    chosen: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class MedoidResult:
+    """``answers[i]`` was generated from ``orders[i]``; ``similarities[i]`` is its summed
+    cosine similarity to the other voters (``None`` for an answer that did not vote)."""
+
+    answer: str
+    answers: list[str]
+    orders: list[list[int]]
+    similarities: list[float | None]
+    trace: MedoidTrace
+    cost: Cost
+
+
+def medoid_vote(
+    question: str,
+    passages: Sequence[Passage | str | Mapping[str, Any]],
+    generator: Generator,
+    embedder: Embedder,
+    *,
+    k: int = 5,
+    seed: int = 0,
+    temperature: float = 0.0,
+    absence_phrases: Sequence[str] = DEFAULT_ABSENCE_PHRASES,
+    max_new_tokens: int = 64,
+) -> MedoidResult:
+    """The medoid of ``k`` answers, one per order of ``passages``, in one batched call.
+
+    The first order is the given one (so ``k=1`` is a plain single run); the others are
+    distinct permutations drawn with ``seed`` (repeated in turn when ``k`` exceeds
+    ``n!``; with ``temperature > 0`` such repeats still give different samples). Ties
+    go to the lowest index. A failed model call raises :class:`StrategyError` with the
+    trace so far.
+    """
+    check_question(question)
+    check_count(k, "k")
+    seed = check_seed(seed)
+    if isinstance(passages, (str, bytes, Mapping)):
+        raise TypeError("`passages` must be a sequence of passages (medoid voting permutes them)")
+    docs = as_passages(passages)
+    if not docs or not any(p.text.strip() for p in docs):
+        raise ValueError("no passages with text were given: there is nothing to answer from")
+    phrases = [p.lower() for p in absence_phrases]
+    distinct = distinct_orders(len(docs), k, random.Random(seed), first=list(range(len(docs))))
+    orders = [list(distinct[i % len(distinct)]) for i in range(k)]
+    prompts = [render_qa(question, [docs[i] for i in order]) for order in orders]
+    meter = Meter(generator)
+    try:
+        raw = meter.generate(
+            prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
+        answers = [a.strip() for a in raw]
+        absent = [i for i, a in enumerate(answers) if is_absent(a, phrases)]
+        voters = [i for i in range(k) if i not in absent] or list(range(k))
+        sums = _summed_similarities([answers[i] for i in voters], embedder)
+    except Exception as exc:
+        partial = MedoidTrace(prompts=prompts, absent=[], voters=[])
+        raise StrategyError(f"medoid voting failed: {exc}", trace=partial) from exc
+    top = max(sums)
+    best = next(j for j, s in enumerate(sums) if s >= top - TIE_TOLERANCE)
+    chosen = voters[best]
+    similarities: list[float | None] = [None] * k
+    for j, i in enumerate(voters):
+        similarities[i] = sums[j]
+    trace = MedoidTrace(prompts=prompts, absent=absent, voters=voters, chosen=chosen)
+    return MedoidResult(
+        answer=answers[chosen],
+        answers=answers,
+        orders=orders,
+        similarities=similarities,
+        trace=trace,
+        cost=meter.cost(),
+    )
+
+
+def is_absent(answer: str, phrases: Sequence[str] = DEFAULT_ABSENCE_PHRASES) -> bool:
+    """Whether ``answer`` says the context lacks the information (a phrase occurs in it,
+    case-insensitively)."""
+    text = " ".join(answer.lower().replace("\u2019", "'").split())
+    return any(p.lower() in text for p in phrases)
+
+
+def _summed_similarities(answers: list[str], embedder: Embedder) -> list[float]:
+    """Each answer's summed cosine similarity to the others (no embedding for one answer)."""
+    if len(answers) == 1:
+        return [0.0]
+    vectors = np.asarray(embedder.embed(answers), dtype=np.float64)
+    if vectors.shape[0] != len(answers):
+        raise ValueError(f"the embedder returned {vectors.shape[0]} rows for {len(answers)} texts")
+    sims = vectors @ vectors.T
+    sums = sims.sum(axis=1) - np.diag(sims)
+    return [float(s) if math.isfinite(s) else -math.inf for s in sums]
