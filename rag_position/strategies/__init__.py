@@ -1,4 +1,4 @@
-"""Ordering strategies: where each passage goes, chosen by the model or by the frameworks' rule.
+"""Strategies: where passages go (ordering) and how answers are made (FACT, recite, medoid).
 
 Each strategy takes ``(question, passages, ...)`` (plus a ``scorer`` where it
 scores) and returns an :class:`OrderingResult`: ``.passages`` (the caller's own
