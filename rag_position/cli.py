@@ -3,6 +3,7 @@
 rag-position demo                      # one NQ question, gold passage at 0, 4 and 9 of 10
 rag-position demo --model hf:./my-model --question 12
 rag-position serve --model embedded    # an OpenAI-compatible server over a local model
+rag-position eval quick                # the eval suite's 10-minute run (see eval --help)
 """
 
 from __future__ import annotations
@@ -37,11 +38,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
 
+    from rag_position.eval.cli import add_eval_parser
+
+    add_eval_parser(commands)
+
     args = parser.parse_args(argv)
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "demo":
         return demo_command(args)
+    if args.command == "eval":
+        from rag_position.eval.cli import eval_command
+
+        return eval_command(args, sys.argv[1:] if argv is None else list(argv))
     from rag_position.serve import main as serve_main
 
     return int(serve_main(["--model", args.model, "--host", args.host, "--port", str(args.port)]))

@@ -301,8 +301,7 @@ class TransformersModel:
         for i in order:
             width = lengths[batch[0]] if batch else lengths[i]
             if batch and (
-                width * (len(batch) + 1) > self.max_batch_tokens
-                or len(batch) >= max_size
+                width * (len(batch) + 1) > self.max_batch_tokens or len(batch) >= max_size
             ):
                 yield batch
                 batch = []

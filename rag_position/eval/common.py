@@ -1,0 +1,131 @@
+"""What every eval task shares: the prediction key, decoding settings, seeds, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rag_position.cost import Cost
+from rag_position.errors import RagPositionError
+
+
+class EvalConfigError(RagPositionError, ValueError):
+    """An eval setting that cannot work (a position outside the passages, no questions...)."""
+
+
+class EvalRunError(RagPositionError, RuntimeError):
+    """A model call failed mid-run; every prediction made before it is kept on disk."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """What identifies one prediction: (task, model, strategy, instance, setting)."""
+
+    task: str
+    model: str
+    strategy: str
+    instance: str
+    setting: str
+
+    def as_str(self) -> str:
+        return json.dumps([self.task, self.model, self.strategy, self.instance, self.setting])
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How answers are generated: greedy, at most 100 new tokens, as in the paper."""
+
+    max_new_tokens: int = 100
+    temperature: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise EvalConfigError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise EvalConfigError(f"temperature must be >= 0, got {self.temperature}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a job produces before generation.
+
+    ``prompt`` is generated from; a job that already has its answer (a strategy that
+    answers by itself) sets ``answer`` instead. ``cost`` is what preparing spent
+    (e.g. a strategy's scoring calls); ``info`` is stored with the prediction.
+    """
+
+    prompt: str | None = None
+    answer: str | None = None
+    cost: Cost = field(default_factory=Cost)
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.prompt is None) == (self.answer is None):
+            raise ValueError("a Prepared needs exactly one of `prompt` and `answer`")
+
+
+def derive_seed(seed: int, *parts: object) -> int:
+    """A 32-bit seed from ``seed`` and ``parts``: stable across runs, processes and platforms."""
+    material = json.dumps([seed, *map(str, parts)]).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(material).digest()[:4], "big")
+
+
+def model_label(model: object) -> str:
+    """The model's name for prediction keys, with its dtype where it has one.
+
+    A float32 and a bfloat16 copy of the same weights answer slightly differently,
+    so they must not share predictions.
+    """
+    name = str(getattr(model, "name", None) or type(model).__qualname__)
+    dtype = getattr(model, "dtype", None)
+    if dtype is not None:
+        name += "@" + str(dtype).removeprefix("torch.")
+    return name
+
+
+def check_questions(questions: int | None, available: int | None = None) -> None:
+    """``questions`` must be a positive count within what the data holds."""
+    if questions is None:
+        return
+    if isinstance(questions, bool) or not isinstance(questions, int) or questions < 1:
+        raise EvalConfigError(f"--questions must be a positive number, got {questions!r}")
+    if available is not None and questions > available:
+        raise EvalConfigError(
+            f"--questions {questions} asks for more questions than the data holds ({available})"
+        )
+
+
+def check_positions(positions: Sequence[int], k: int, *, where: str = "--positions") -> None:
+    """Every position must index one of ``k`` passages (or records); none repeated."""
+    if not positions:
+        raise EvalConfigError(f"{where}: no positions given")
+    for p in positions:
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < k:
+            raise EvalConfigError(
+                f"{where}: position {p!r} is outside the {k} passages (0..{k - 1})"
+            )
+    if len(set(positions)) != len(positions):
+        raise EvalConfigError(f"{where}: positions repeat: {list(positions)}")
+
+
+def parse_int_list(text: str, *, what: str) -> list[int]:
+    """``"0,4,9"`` -> ``[0, 4, 9]``, with an error naming the option."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise EvalConfigError(f"{what}: expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise EvalConfigError(f"{what}: expected at least one integer, got {text!r}")
+    return values
+
+
+def paper_positions(k: int) -> list[int]:
+    """The paper's gold positions: 0, 4, 9, 14, ... up to k - 1 (0,4,9 for 10 passages)."""
+    return sorted({0, *range(4, k, 5), k - 1})

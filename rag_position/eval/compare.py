@@ -1,0 +1,285 @@
+"""Every strategy on the same instances: accuracy with 95% intervals beside what it costs.
+
+Two settings per question: the gold passage at a seeded uniformly random position
+among the retriever-ordered distractors, and at the model's worst position (the
+lowest point of its accuracy-by-position sweep on the same instances, measured in
+the same run unless given). Strategies are those of :mod:`rag_position.eval.strategies`:
+the baselines plus everything registered in ``rag_position.strategies``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rag_position.data import QAInstance, place_gold
+from rag_position.eval.common import EvalConfigError, Key, Prepared, check_positions, derive_seed
+from rag_position.eval.datasets import MultidocData, load_multidoc
+from rag_position.eval.multidoc import multidoc_section
+from rag_position.eval.plots import plot_bars
+from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
+from rag_position.eval.runner import Job, RunContext
+from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.stats import summarize
+from rag_position.eval.strategies import (
+    Strategy,
+    available_strategies,
+    framework_strategies,
+    select_strategies,
+)
+
+TASK = "compare"
+PathLike = str | os.PathLike[str]
+
+
+def run_compare(
+    model: Any,
+    *,
+    strategies: Sequence[str] | None = None,
+    docs: int = 10,
+    questions: int | None = None,
+    data: PathLike | None = None,
+    worst_position: int | None = None,
+    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    out: PathLike = "runs/compare",
+    max_new_tokens: int = 100,
+    batch_size: int | None = None,
+    concurrency: int = 1,
+    progress: bool | None = None,
+    embedder: Any = None,
+    command: str | None = None,
+) -> EvalResult:
+    """Rank ``strategies`` (default: all available) on ``model``; write the report to ``out``.
+
+    Without ``worst_position`` the run first sweeps the paper's positions (no
+    baselines) and takes the worst; its section is part of the report.
+    ``strategy_options[name]`` go to a registered strategy on every call (e.g.
+    ``{"convex_score_profile": {"profile": "profile.json"}}``).
+    """
+    ctx = open_context(
+        model,
+        out,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
+    sections: list[Section] = []
+    sweep: list[dict[str, Any]] | None = None
+    if worst_position is None:
+        sections.append(multidoc_section(ctx, dataset, baselines=False))
+        sweep = sections[-1].rows
+    sections.append(
+        compare_section(
+            ctx,
+            dataset,
+            strategies=strategies,
+            worst_position=worst_position,
+            sweep_rows=sweep,
+            strategy_options=strategy_options,
+        )
+    )
+    call = command or api_command(
+        "run_compare",
+        ctx.label,
+        {
+            "strategies": strategies,
+            "docs": docs,
+            "questions": questions,
+            "data": data,
+            "worst_position": worst_position,
+            "seed": seed,
+        },
+    )
+    return finish(ctx, sections, title=f"Strategy comparison, {docs} passages", command=call)
+
+
+def compare_section(
+    ctx: RunContext,
+    dataset: MultidocData,
+    *,
+    strategies: Sequence[str] | None = None,
+    worst_position: int | None = None,
+    sweep_rows: Sequence[Mapping[str, Any]] | None = None,
+    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Section:
+    """Run every strategy in both settings in ``ctx``; summarise as a report section."""
+    k = dataset.docs
+    notes: list[str] = []
+    worst = _worst(worst_position, sweep_rows, k, notes)
+    options = {name: dict(opts) for name, opts in (strategy_options or {}).items()}
+    chosen = _choose(strategies, options, sweep_rows, k, ctx.label, notes)
+    settings = [
+        ("random", f"docs={k} gold=random(seed={ctx.seed})"),
+        ("worst", f"docs={k} gold={worst}"),
+    ]
+    jobs: list[Job] = []
+    for instance in dataset.instances:
+        rpos = random.Random(derive_seed(ctx.seed, "gold-position", instance.id)).randrange(k)
+        placed = {"random": place_gold(instance, rpos), "worst": place_gold(instance, worst)}
+        for strategy in chosen:
+            for label, setting in settings:
+                jobs.append(
+                    _job(
+                        ctx,
+                        strategy,
+                        placed[label],
+                        setting,
+                        label,
+                        rpos if label == "random" else worst,
+                    )
+                )
+    rows = summarize(ctx.run(jobs, desc=f"compare k={k}"), seed=ctx.seed)
+    figure = "compare-accuracy.png"
+    names = {
+        "random": "gold at a random position",
+        "worst": f"gold at the worst position ({worst})",
+    }
+    plot_bars(
+        ctx.store.path.parent / figure,
+        {names[s]: {r["strategy"]: point(r) for r in rows if r["gold"] == s} for s, _ in settings},
+        title=f"{ctx.label}, {k} passages: accuracy by strategy",
+    )
+    cells = [
+        [
+            r["strategy"],
+            names[r["gold"]],
+            str(r["n"]),
+            acc_cell(r),
+            num(r["lm_calls"]),
+            num(r["prompt_tokens"], 0),
+            num(r["generated_tokens"], 0),
+            num(r["seconds"], 2),
+        ]
+        for r in rows
+    ]
+    headers = [
+        "strategy",
+        "setting",
+        "n",
+        "accuracy",
+        "LM calls",
+        "prompt tokens",
+        "generated tokens",
+        "seconds",
+    ]
+    notes.append(
+        "costs are means per question: choosing the order plus generating the answer "
+        "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "
+        "evenly within a generation batch); gold_first and gold_last know the gold "
+        "passage and are upper bounds, not strategies"
+    )
+    return Section(
+        title=f"Strategies compared, {k} passages",
+        task=TASK,
+        rows=rows,
+        tables=[Table("Accuracy (%) [95% CI] and mean cost per question", headers, cells)],
+        figures=[(figure, "Accuracy by strategy, 95% intervals")],
+        notes=notes,
+        settings={"strategies": [s.name for s in chosen], "worst position": worst},
+    )
+
+
+def _job(
+    ctx: RunContext,
+    strategy: Strategy,
+    instance: QAInstance,
+    setting: str,
+    label: str,
+    position: int,
+) -> Job:
+    seed = derive_seed(ctx.seed, strategy.name, instance.id)
+
+    def prepare() -> Prepared:
+        return strategy.prepare(instance, ctx.model, seed=seed)
+
+    return Job(
+        Key(TASK, ctx.label, strategy.name, str(instance.id), setting),
+        instance.answers,
+        prepare,
+        {"gold": label, "docs": instance.k, "position": position},
+    )
+
+
+def _worst(
+    given: int | None, sweep: Sequence[Mapping[str, Any]] | None, k: int, notes: list[str]
+) -> int:
+    if given is not None:
+        check_positions([given], k, where="--worst-position")
+        notes.append(f"worst position {given}: given")
+        return given
+    rows = [r for r in sweep or [] if r.get("kind") == "position" and r.get("docs") == k]
+    if not rows:
+        raise EvalConfigError(
+            "compare needs the model's worst position: pass --worst-position, or run it "
+            "with a multidoc sweep of the same passage count"
+        )
+    worst = min(rows, key=lambda r: (r["accuracy"], r["position"]))
+    notes.append(
+        f"worst position {worst['position']}: lowest accuracy of the sweep over "
+        f"{[r['position'] for r in rows]} on these questions"
+    )
+    return int(worst["position"])
+
+
+def _choose(
+    names: Sequence[str] | None,
+    options: dict[str, dict[str, Any]],
+    sweep: Sequence[Mapping[str, Any]] | None,
+    k: int,
+    model: str,
+    notes: list[str],
+) -> list[Strategy]:
+    profile_name = "convex_score_profile"
+    if profile_name not in options and sweep:
+        profile = _eval_profile(sweep, k, model)
+        if profile is not None:
+            options[profile_name] = {"profile": profile}
+            notes.append(f"{profile_name} uses the accuracy profile of this run's sweep")
+    missing = [
+        n for n in ("langchain_reorder", "llamaindex_reorder") if n not in framework_strategies()
+    ]
+    if missing:
+        notes.append(
+            f"{', '.join(missing)}: not run, the framework is not installed (langchain-community, "
+            "llama-index-core); the registered `edge` strategy reproduces LangChain's order"
+        )
+    if names is None:
+        found = available_strategies(options)
+        if profile_name in found and profile_name not in options:
+            del found[profile_name]
+            notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
+        return list(found.values())
+    if profile_name in names and profile_name not in options:
+        raise EvalConfigError(
+            f"--strategies: {profile_name} needs a position profile: pass --profile PATH, or "
+            "let compare run its own sweep (no --worst-position)"
+        )
+    return select_strategies(list(names), options)
+
+
+def _eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
+    """An eval-measured position profile, interpolated linearly between measured positions."""
+    try:
+        from rag_position.strategies import PositionProfile
+    except ImportError:
+        return None
+    pts = sorted(
+        (int(r["position"]), float(r["accuracy"]))
+        for r in sweep
+        if r.get("kind") == "position" and r.get("docs") == k
+    )
+    if len(pts) < 2:
+        return None
+    values = []
+    for p in range(k):
+        lo = max((q for q in pts if q[0] <= p), default=pts[0])
+        hi = min((q for q in pts if q[0] >= p), default=pts[-1])
+        t = 0.0 if hi[0] == lo[0] else (p - lo[0]) / (hi[0] - lo[0])
+        values.append(lo[1] + t * (hi[1] - lo[1]))
+    return PositionProfile(tuple(values), model=model, source="eval")

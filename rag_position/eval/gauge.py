@@ -1,0 +1,204 @@
+"""The likelihood-gauge analysis (Liu, Qi, He et al.): does question likelihood predict accuracy?
+
+For every question and gold position, the mean log-likelihood of the question's
+tokens given the passages before it (one scoring pass, the model's chat template
+applied as for generation) beside whether the answer is correct. Corpus level:
+accuracy by tertile of question likelihood. Instance level: per question, the
+order (gold position) of highest vs lowest question likelihood. The
+question-likelihood curve by gold position is drawn beside the accuracy curve.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rag_position.cost import Cost
+from rag_position.data import QAInstance, place_gold
+from rag_position.eval.common import (
+    EvalConfigError,
+    Key,
+    Prepared,
+    check_positions,
+    derive_seed,
+    paper_positions,
+)
+from rag_position.eval.datasets import MultidocData, load_multidoc
+from rag_position.eval.plots import Panel, plot_panels
+from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
+from rag_position.eval.runner import Job, RunContext
+from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.stats import bootstrap_ci, summarize
+from rag_position.prompts import question_span, render_qa
+
+TASK = "gauge"
+PathLike = str | os.PathLike[str]
+
+
+def run_gauge(
+    model: Any,
+    *,
+    docs: int = 10,
+    positions: Sequence[int] | None = None,
+    questions: int | None = None,
+    data: PathLike | None = None,
+    seed: int = 0,
+    out: PathLike = "runs/gauge",
+    max_new_tokens: int = 100,
+    batch_size: int | None = None,
+    concurrency: int = 1,
+    progress: bool | None = None,
+    embedder: Any = None,
+    command: str | None = None,
+) -> EvalResult:
+    """Score and answer every (question, gold position); write the gauge report to ``out``.
+
+    ``model`` must be a Scorer (``score_spans``) as well as a Generator.
+    """
+    if not callable(getattr(model, "score_spans", None)):
+        raise EvalConfigError("the gauge needs a model that scores spans (score_spans)")
+    chosen = list(positions) if positions is not None else paper_positions(docs)
+    check_positions(chosen, docs)
+    ctx = open_context(
+        model,
+        out,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
+    section = gauge_section(ctx, dataset, chosen)
+    call = command or api_command(
+        "run_gauge",
+        ctx.label,
+        {"docs": docs, "positions": positions, "questions": questions, "data": data},
+    )
+    return finish(ctx, [section], title=f"Likelihood gauge, {docs} passages", command=call)
+
+
+def gauge_section(ctx: RunContext, dataset: MultidocData, positions: Sequence[int]) -> Section:
+    """Run the scored sweep in ``ctx``; summarise corpus- and instance-level as a section."""
+    k = dataset.docs
+    jobs = [
+        Job(
+            Key(TASK, ctx.label, "baseline", str(inst.id), f"docs={k} gold={p} prompt=qa"),
+            inst.answers,
+            _prepare(ctx.model, inst, p),
+            {"docs": k, "position": p},
+        )
+        for inst in dataset.instances
+        for p in positions
+    ]
+    records = ctx.run(jobs, desc=f"gauge k={k}")
+    rows = summarize(records, seed=ctx.seed)
+    derived = _tertile_rows(records, ctx) + _instance_rows(records, ctx)
+    lls = {
+        p: [r["info"]["question_ll"] for r in records if r["fields"]["position"] == p]
+        for p in positions
+    }
+    ll_points = [(p, *bootstrap_ci(v, seed=derive_seed(ctx.seed, "ll", p))) for p, v in lls.items()]
+    figure = "gauge-accuracy-and-likelihood.png"
+    plot_panels(
+        ctx.store.path.parent / figure,
+        [
+            Panel(
+                "accuracy by gold position",
+                "position of the gold passage",
+                "accuracy (%)",
+                {"accuracy": [point(r, r["position"]) for r in rows]},
+                xticks=list(positions),
+            ),
+            Panel(
+                "question log-likelihood by gold position",
+                "position of the gold passage",
+                "mean log-prob per question token",
+                {"question likelihood": ll_points},
+                percent=False,
+                xticks=list(positions),
+            ),
+        ],
+        suptitle=f"{ctx.label}, {k} passages",
+    )
+    cells = [
+        [f"gold at {r['position']}", str(r["n"]), acc_cell(r), num(r.get("question_ll"), 3)]
+        for r in rows
+    ]
+    cells += [
+        [f"{r['strategy']}: {r['setting']}", str(r["n"]), acc_cell(r), num(r.get("question_ll"), 3)]
+        for r in derived
+    ]
+    return Section(
+        title=f"Likelihood gauge, {k} passages",
+        task=TASK,
+        rows=rows + derived,
+        tables=[
+            Table(
+                "Accuracy (%) [95% CI] and mean question log-likelihood",
+                ["group", "n", "accuracy", "question log-lik"],
+                cells,
+            )
+        ],
+        figures=[(figure, "Accuracy and question likelihood by gold position")],
+        notes=[
+            "tertile: all (question, position) pairs split into thirds by question likelihood",
+            "instance: per question, the gold position of highest vs lowest question likelihood",
+        ],
+    )
+
+
+def _prepare(model: Any, instance: QAInstance, position: int) -> Any:
+    def prepare() -> Prepared:
+        moved = place_gold(instance, position)
+        prompt = render_qa(moved.question, moved.passages)
+        before = getattr(model, "usage", None)
+        (score,) = model.score_spans([prompt], [question_span(prompt, moved.question)])
+        after = getattr(model, "usage", None)
+        spent = after - before if isinstance(before, Cost) and isinstance(after, Cost) else Cost(1)
+        return Prepared(prompt=prompt, cost=spent, info={"question_ll": float(score.mean)})
+
+    return prepare
+
+
+def _tertile_rows(records: Sequence[Mapping[str, Any]], ctx: RunContext) -> list[dict[str, Any]]:
+    lls = np.array([r["info"]["question_ll"] for r in records])
+    cuts = np.quantile(lls, [1 / 3, 2 / 3])
+    groups: dict[str, list[Mapping[str, Any]]] = {"low": [], "middle": [], "high": []}
+    for record, ll in zip(records, lls, strict=True):
+        groups["low" if ll <= cuts[0] else "middle" if ll <= cuts[1] else "high"].append(record)
+    return [_row(ctx, "tertile", name, members) for name, members in groups.items() if members]
+
+
+def _instance_rows(records: Sequence[Mapping[str, Any]], ctx: RunContext) -> list[dict[str, Any]]:
+    by_instance: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_instance.setdefault(record["instance"], []).append(record)
+    highest = [max(g, key=lambda r: r["info"]["question_ll"]) for g in by_instance.values()]
+    lowest = [min(g, key=lambda r: r["info"]["question_ll"]) for g in by_instance.values()]
+    return [
+        _row(ctx, "instance", "highest-likelihood order", highest),
+        _row(ctx, "instance", "lowest-likelihood order", lowest),
+    ]
+
+
+def _row(
+    ctx: RunContext, strategy: str, setting: str, members: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    correct = [1.0 if m["correct"] else 0.0 for m in members]
+    mean, low, high = bootstrap_ci(correct, seed=derive_seed(ctx.seed, strategy, setting))
+    ll = float(np.mean([m["info"]["question_ll"] for m in members]))
+    return {
+        "task": TASK,
+        "model": ctx.label,
+        "strategy": strategy,
+        "setting": setting,
+        "n": len(members),
+        "accuracy": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "question_ll": ll,
+    }

@@ -1,0 +1,241 @@
+"""Multi-document QA position sweep ("Lost in the Middle", Liu et al., TACL 2024).
+
+The gold passage moves through the given positions among k-1 distractors in
+decreasing retrieval relevance (or shuffled, ``ordered_randomly``), with the
+closed-book (no passage) and oracle (gold passage alone) baselines. Accuracy by
+gold position, with 95% bootstrap intervals, is the paper's U-curve.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rag_position.data import QAInstance, place_gold, random_distractor_order
+from rag_position.eval.common import (
+    EvalConfigError,
+    Key,
+    Prepared,
+    check_positions,
+    derive_seed,
+    paper_positions,
+)
+from rag_position.eval.datasets import MultidocData, load_multidoc
+from rag_position.eval.plots import Panel, plot_panels
+from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
+from rag_position.eval.runner import Job, RunContext
+from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.stats import summarize
+from rag_position.prompts import render_closedbook, render_qa
+
+TASK = "multidoc"
+BASELINE = "baseline"
+PathLike = str | os.PathLike[str]
+
+
+def run_multidoc(
+    model: Any,
+    *,
+    docs: int = 10,
+    positions: Sequence[int] | None = None,
+    questions: int | None = None,
+    data: PathLike | None = None,
+    ordered_randomly: bool = False,
+    sandwich: bool = False,
+    baselines: bool = True,
+    seed: int = 0,
+    out: PathLike = "runs/multidoc",
+    max_new_tokens: int = 100,
+    batch_size: int | None = None,
+    concurrency: int = 1,
+    progress: bool | None = None,
+    embedder: Any = None,
+    command: str | None = None,
+) -> EvalResult:
+    """Run the position sweep on ``model`` (any Generator) and write the report to ``out``.
+
+    ``positions`` defaults to the paper's (0,4,9 / 0,4,9,14,19 / ...); ``questions``
+    are the first N of ``data`` (``None``: all); ``baselines`` adds closed-book and
+    oracle. Predictions already in ``out/predictions.jsonl`` are reused.
+
+    Example:
+        >>> result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
+        >>> result.row(setting="closedbook")["accuracy"]
+    """
+    check_positions(list(positions) if positions is not None else paper_positions(docs), docs)
+    prompt_variant(ordered_randomly, sandwich, seed)  # refuses a combination before any work
+    ctx = open_context(
+        model,
+        out,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
+    section = multidoc_section(
+        ctx,
+        dataset,
+        positions=positions,
+        ordered_randomly=ordered_randomly,
+        sandwich=sandwich,
+        baselines=baselines,
+    )
+    call = command or api_command(
+        "run_multidoc",
+        ctx.label,
+        {
+            "docs": docs,
+            "positions": positions,
+            "questions": questions,
+            "data": data,
+            "ordered_randomly": ordered_randomly,
+            "sandwich": sandwich,
+            "seed": seed,
+        },
+    )
+    return finish(ctx, [section], title=f"Multi-document QA, {docs} passages", command=call)
+
+
+def prompt_variant(ordered_randomly: bool, sandwich: bool, seed: int) -> str:
+    """The prompt's name in settings: ``qa``, ``qa_query_aware``, ``qa_ordered_randomly(...)``."""
+    if ordered_randomly and sandwich:
+        raise EvalConfigError(
+            "--ordered-randomly and --sandwich cannot be combined (no published prompt does both)"
+        )
+    if ordered_randomly:
+        return f"qa_ordered_randomly(seed={seed})"
+    return "qa_query_aware" if sandwich else "qa"
+
+
+def multidoc_jobs(
+    ctx: RunContext,
+    dataset: MultidocData,
+    *,
+    positions: Sequence[int] | None = None,
+    ordered_randomly: bool = False,
+    sandwich: bool = False,
+    baselines: bool = True,
+) -> list[Job]:
+    """One job per (question, gold position), plus closed-book and oracle per question."""
+    k = dataset.docs
+    chosen = list(positions) if positions is not None else paper_positions(k)
+    check_positions(chosen, k)
+    variant = prompt_variant(ordered_randomly, sandwich, ctx.seed)
+    jobs: list[Job] = []
+    for instance in dataset.instances:
+        iid = str(instance.id)
+        for position in chosen:
+            setting = f"docs={k} gold={position} prompt={variant}"
+            jobs.append(
+                Job(
+                    Key(TASK, ctx.label, BASELINE, iid, setting),
+                    instance.answers,
+                    _position_prompt(instance, position, ordered_randomly, sandwich, ctx.seed),
+                    {"kind": "position", "docs": k, "position": position, "prompt": variant},
+                )
+            )
+        if baselines:
+            jobs.append(_baseline_job(ctx, instance, "closedbook"))
+            jobs.append(_baseline_job(ctx, instance, "oracle"))
+    return jobs
+
+
+def multidoc_section(
+    ctx: RunContext,
+    dataset: MultidocData,
+    *,
+    positions: Sequence[int] | None = None,
+    ordered_randomly: bool = False,
+    sandwich: bool = False,
+    baselines: bool = True,
+    name: str = "multidoc",
+) -> Section:
+    """Run the sweep's jobs in ``ctx`` and summarise them as a report section."""
+    jobs = multidoc_jobs(
+        ctx,
+        dataset,
+        positions=positions,
+        ordered_randomly=ordered_randomly,
+        sandwich=sandwich,
+        baselines=baselines,
+    )
+    rows = summarize(ctx.run(jobs, desc=f"multidoc k={dataset.docs}"), seed=ctx.seed)
+    k = dataset.docs
+    by_kind = {
+        kind: [r for r in rows if r.get("kind") == kind]
+        for kind in ("position", "closedbook", "oracle")
+    }
+    curve = [point(r, r["position"]) for r in by_kind["position"]]
+    hlines = {r["kind"]: point(r) for r in by_kind["closedbook"] + by_kind["oracle"]}
+    figure = f"{name}-accuracy-by-position.png"
+    plot_panels(
+        ctx.store.path.parent / figure,
+        [
+            Panel(
+                title=f"{ctx.label}, {k} passages",
+                xlabel="position of the gold passage (0 = first)",
+                ylabel="accuracy (%)",
+                curves={"gold at position": curve},
+                hlines=hlines,
+                xticks=[r["position"] for r in by_kind["position"]],
+            )
+        ],
+    )
+    cells = [[f"gold at {r['position']}", str(r["n"]), acc_cell(r)] for r in by_kind["position"]]
+    cells += [
+        [r["kind"], str(r["n"]), acc_cell(r)] for r in by_kind["closedbook"] + by_kind["oracle"]
+    ]
+    variant = prompt_variant(ordered_randomly, sandwich, ctx.seed)
+    return Section(
+        title=f"Multi-document QA: accuracy by gold position, {k} passages",
+        task=TASK,
+        rows=rows,
+        tables=[Table("Accuracy (%) [95% CI]", ["setting", "n", "accuracy"], cells)],
+        figures=[(figure, f"Accuracy by gold position ({k} passages); dashed: baselines")],
+        notes=[
+            f"{len(dataset.instances)} questions from `{Path(dataset.path).name}` "
+            + (
+                "(distractors mined by dense retrieval from the file's own passages)"
+                if dataset.kind == "oracle"
+                else "(the file's own distractors)"
+            ),
+            f"prompt: `{variant}`; closed-book: the question alone; oracle: the gold passage alone",
+        ],
+    )
+
+
+def _position_prompt(
+    instance: QAInstance, position: int, ordered_randomly: bool, sandwich: bool, seed: int
+) -> Any:
+    def prepare() -> Prepared:
+        moved = place_gold(instance, position)
+        if ordered_randomly:
+            moved = random_distractor_order(moved, derive_seed(seed, instance.id))
+        prompt = render_qa(
+            moved.question, moved.passages, query_aware=sandwich, ordered_randomly=ordered_randomly
+        )
+        return Prepared(prompt=prompt)
+
+    return prepare
+
+
+def _baseline_job(ctx: RunContext, instance: QAInstance, kind: str) -> Job:
+    gold = instance.gold
+    if gold is None:
+        raise EvalConfigError(f"instance {instance.id} has no gold passage")
+
+    def prepare() -> Prepared:
+        if kind == "closedbook":
+            return Prepared(prompt=render_closedbook(instance.question))
+        return Prepared(prompt=render_qa(instance.question, [gold]))
+
+    return Job(
+        Key(TASK, ctx.label, BASELINE, str(instance.id), kind),
+        instance.answers,
+        prepare,
+        {"kind": kind},
+    )

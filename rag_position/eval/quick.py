@@ -1,0 +1,83 @@
+"""``rag-position eval quick``: the README's main job, about 10 minutes on a 2-core CPU.
+
+Multi-document QA with 10 passages, the gold passage at positions 0, 4 and 9,
+closed-book and oracle baselines, then the strategy comparison on the same
+questions (gold at a random position and at the worst of the three), all on the
+first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two runs give identical
+numbers (and a second run into the same folder recomputes nothing).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from rag_position.eval.compare import compare_section
+from rag_position.eval.datasets import load_multidoc
+from rag_position.eval.multidoc import multidoc_section
+from rag_position.eval.report import EvalResult, Section
+from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.strategies import available_strategies
+
+PathLike = str | os.PathLike[str]
+
+QUICK_QUESTIONS = 20
+"""Sized for about 10 minutes with the embedded model on a 2-core CPU: a question
+costs about 21 s (5 sweep prompts and about 6 new compare prompts; bfloat16, one
+prompt a call), plus ~25 s to load the models. Measured here: 20 questions in 445 s
+(load average ~2); 25 questions took 25 min while a test suite held one core."""
+QUICK_DOCS = 10
+QUICK_POSITIONS = (0, 4, 9)
+QUICK_STRATEGIES = ("retriever", "random", "gold_first", "gold_last", "edge", "sandwich")
+"""The baselines plus the registered strategies that need no scoring pass; the
+likelihood strategies (10 scoring passes a question each) are left to ``eval compare``."""
+
+
+def run_quick(
+    model: Any,
+    *,
+    questions: int = QUICK_QUESTIONS,
+    data: PathLike | None = None,
+    strategies: Sequence[str] | None = None,
+    compare: bool = True,
+    seed: int = 0,
+    out: PathLike = "runs/quick",
+    max_new_tokens: int = 100,
+    batch_size: int | None = None,
+    concurrency: int = 1,
+    progress: bool | None = None,
+    embedder: Any = None,
+    command: str | None = None,
+) -> EvalResult:
+    """The position sweep, baselines and comparison on ``questions`` dev questions.
+
+    ``strategies`` default to :data:`QUICK_STRATEGIES` where available.
+    """
+    ctx = open_context(
+        model,
+        out,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        progress=progress,
+    )
+    dataset = load_multidoc(data, docs=QUICK_DOCS, questions=questions, embedder=embedder)
+    sweep = multidoc_section(ctx, dataset, positions=list(QUICK_POSITIONS))
+    sections: list[Section] = [sweep]
+    if compare:
+        if strategies is None:
+            known = available_strategies()
+            strategies = [name for name in QUICK_STRATEGIES if name in known]
+        sections.append(compare_section(ctx, dataset, strategies=strategies, sweep_rows=sweep.rows))
+    call = command or api_command(
+        "run_quick", ctx.label, {"questions": questions, "data": data, "seed": seed}
+    )
+    return finish(
+        ctx,
+        sections,
+        title="Quick eval: accuracy by gold position, baselines and strategies",
+        command=call,
+        settings={"questions": questions, "passages": QUICK_DOCS},
+    )

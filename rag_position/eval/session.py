@@ -1,0 +1,73 @@
+"""Opening a run (model, output folder, prediction file) and closing it with a report."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag_position import __version__
+from rag_position.eval.common import Decoding
+from rag_position.eval.report import EvalResult, Section, write_report
+from rag_position.eval.runner import RunContext, default_batch_size
+from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
+
+PathLike = str | os.PathLike[str]
+
+
+def open_context(
+    model: Any,
+    out: PathLike,
+    *,
+    seed: int = 0,
+    max_new_tokens: int = 100,
+    batch_size: int | None = None,
+    concurrency: int = 1,
+    progress: bool | None = None,
+) -> RunContext:
+    """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present)."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return RunContext(
+        model=model,
+        store=PredictionStore(folder / PREDICTIONS_FILE),
+        decoding=Decoding(max_new_tokens=max_new_tokens, seed=seed),
+        seed=seed,
+        batch_size=batch_size or default_batch_size(model),
+        concurrency=concurrency,
+        progress=progress,
+    )
+
+
+def finish(
+    ctx: RunContext,
+    sections: Sequence[Section],
+    *,
+    title: str,
+    command: str,
+    settings: Mapping[str, Any] | None = None,
+) -> EvalResult:
+    """Write the report of ``sections`` next to the run's prediction file."""
+    base = {
+        "model": ctx.label,
+        "decoding": f"greedy, at most {ctx.decoding.max_new_tokens} new tokens"
+        if ctx.decoding.temperature == 0
+        else str(ctx.decoding.as_dict()),
+        "seed": ctx.seed,
+        "batch size": ctx.batch_size,
+        "concurrency": ctx.concurrency,
+        "rag-position": __version__,
+        "python": platform.python_version(),
+    }
+    base.update(settings or {})
+    return write_report(
+        ctx.store.path.parent, sections, title=title, command=command, settings=base
+    )
+
+
+def api_command(function: str, model: str, kwargs: Mapping[str, Any]) -> str:
+    """How a Python call is shown in a report: ``run_multidoc(<model>, docs=10, ...)``."""
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return f"rag_position.eval.{function}(<{model}>{', ' if args else ''}{args})"

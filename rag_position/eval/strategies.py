@@ -1,0 +1,221 @@
+"""The strategies ``compare`` ranks: built-in baselines plus whatever is registered.
+
+A :class:`Strategy` turns one instance into the prompt to answer from (or the
+answer itself) and says what that cost. Built in: ``retriever`` (the order given),
+``random`` (a seeded shuffle of all passages), ``gold_first`` and ``gold_last``
+(upper bounds: they know the gold passage), and, when the frameworks are installed,
+``langchain_reorder`` / ``llamaindex_reorder`` (the frameworks' own
+``LongContextReorder`` classes run on the same inputs).
+
+**The hook.** At call time (never at import) :func:`available_strategies` imports
+``rag_position.strategies`` if it exists and adds every entry of its
+``STRATEGIES`` mapping (name -> callable). Each is called as
+``fn(question, passages, scorer=model, generator=model, seed=..., **options)``
+(``seed`` only where the callable names it as a parameter) and must return an object with
+``.passages`` (the new order) and ``.cost`` (a ``Cost``); the answer is generated
+from ``.prompt`` when that is a string, else from the ``qa`` prompt of
+``.passages``; an ``.answer`` string is taken as the answer without generating.
+So a strategy added to that registry appears in ``compare`` with no change here.
+Built-in names win over registered ones of the same name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rag_position.cost import Cost
+from rag_position.data import QAInstance, place_gold
+from rag_position.eval.common import EvalConfigError, Prepared
+from rag_position.passages import Passage
+from rag_position.prompts import render_qa
+
+REGISTRY_MODULE = "rag_position.strategies"
+REGISTRY_ATTRIBUTE = "STRATEGIES"
+
+
+class Strategy(Protocol):
+    """Given an instance (gold placed, passages in retriever order) and the model."""
+
+    @property
+    def name(self) -> str:
+        """The strategy's name in keys, tables and ``--strategies``."""
+        ...
+
+    def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
+        """The prompt to answer from (or the answer), with the cost of choosing it."""
+        ...
+
+
+@dataclass(frozen=True)
+class OrderStrategy:
+    """A zero-cost strategy that only reorders passages (no model call)."""
+
+    name: str
+    order: Callable[[QAInstance, int], list[Passage]]
+
+    def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
+        passages = self.order(instance, seed)
+        return Prepared(
+            prompt=render_qa(instance.question, passages), info=_gold_at(instance, passages)
+        )
+
+
+@dataclass(frozen=True)
+class RegisteredStrategy:
+    """A strategy from the ``rag_position.strategies`` registry, called as documented above."""
+
+    name: str
+    function: Callable[..., Any]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
+        kwargs: dict[str, Any] = {"scorer": model, "generator": model, **self.options}
+        if _accepts(self.function, "seed"):
+            kwargs.setdefault("seed", seed)
+        before = getattr(model, "usage", None)
+        result = self.function(instance.question, list(instance.passages), **kwargs)
+        cost = getattr(result, "cost", None)
+        if not isinstance(cost, Cost):
+            after = getattr(model, "usage", None)
+            cost = (
+                after - before if isinstance(before, Cost) and isinstance(after, Cost) else Cost()
+            )
+        answer = getattr(result, "answer", None)
+        if isinstance(answer, str):
+            return Prepared(answer=answer, cost=cost)
+        passages = list(getattr(result, "passages", instance.passages))
+        prompt = getattr(result, "prompt", None)
+        if not isinstance(prompt, str):
+            prompt = render_qa(instance.question, passages)
+        return Prepared(prompt=prompt, cost=cost, info=_gold_at(instance, passages))
+
+
+def builtin_strategies() -> dict[str, Strategy]:
+    """The baselines: retriever order, random order, gold first, gold last."""
+    return {
+        "retriever": OrderStrategy("retriever", lambda inst, seed: list(inst.passages)),
+        "random": OrderStrategy("random", _random_order),
+        "gold_first": OrderStrategy("gold_first", lambda inst, seed: _moved(inst, 0)),
+        "gold_last": OrderStrategy("gold_last", lambda inst, seed: _moved(inst, inst.k - 1)),
+    }
+
+
+def available_strategies(
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Strategy]:
+    """Built-ins, the installed frameworks' reorders, then the registry's (import at call time).
+
+    ``options[name]`` are passed to a registered strategy on every call.
+    """
+    found: dict[str, Strategy] = builtin_strategies()
+    found.update(framework_strategies())
+    for name, function in registered_functions().items():
+        if name not in found:
+            found[name] = RegisteredStrategy(name, function, dict((options or {}).get(name, {})))
+    return found
+
+
+def registered_functions() -> dict[str, Callable[..., Any]]:
+    """``rag_position.strategies.STRATEGIES`` when that package exists, else ``{}``."""
+    try:
+        module = importlib.import_module(REGISTRY_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and REGISTRY_MODULE.startswith(exc.name):
+            return {}
+        raise
+    registry = getattr(module, REGISTRY_ATTRIBUTE, None)
+    if not isinstance(registry, Mapping):
+        return {}
+    return {str(name): fn for name, fn in registry.items() if callable(fn)}
+
+
+def select_strategies(
+    names: list[str] | None, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Strategy]:
+    """The strategies named (all available when ``None``), in the order given."""
+    found = available_strategies(options)
+    if names is None:
+        return list(found.values())
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise EvalConfigError(
+            f"--strategies: unknown {unknown}; available here: {', '.join(found)}"
+        )
+    return [found[n] for n in names]
+
+
+def framework_strategies() -> dict[str, Strategy]:
+    """LangChain's and LlamaIndex's ``LongContextReorder``, where the package is installed."""
+    found: dict[str, Strategy] = {}
+    if importlib.util.find_spec("langchain_community") is not None:
+        found["langchain_reorder"] = OrderStrategy("langchain_reorder", _langchain_reorder)
+    if importlib.util.find_spec("llama_index") is not None and _has_llamaindex_core():
+        found["llamaindex_reorder"] = OrderStrategy("llamaindex_reorder", _llamaindex_reorder)
+    return found
+
+
+def _langchain_reorder(instance: QAInstance, seed: int) -> list[Passage]:
+    from langchain_community.document_transformers import LongContextReorder
+    from langchain_core.documents import Document
+
+    docs = [
+        Document(page_content=p.text, metadata={"i": i}) for i, p in enumerate(instance.passages)
+    ]
+    out = LongContextReorder().transform_documents(docs)
+    return [instance.passages[d.metadata["i"]] for d in out]
+
+
+def _llamaindex_reorder(instance: QAInstance, seed: int) -> list[Passage]:
+    from llama_index.core.postprocessor import LongContextReorder
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    # The given order is the retriever's: score by rank (the gold passage of a built
+    # instance has no retrieval score of its own).
+    k = instance.k
+    nodes = [
+        NodeWithScore(node=TextNode(text=p.text, id_=str(i)), score=float(k - i))
+        for i, p in enumerate(instance.passages)
+    ]
+    out = LongContextReorder().postprocess_nodes(nodes)
+    return [instance.passages[int(n.node.node_id)] for n in out]
+
+
+def _has_llamaindex_core() -> bool:
+    try:
+        return importlib.util.find_spec("llama_index.core") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _random_order(instance: QAInstance, seed: int) -> list[Passage]:
+    # Shuffle a canonical list (gold first, then the distractors in order), so the
+    # result does not depend on where the setting put the gold passage.
+    canonical = list(place_gold(instance, 0).passages)
+    random.Random(seed).shuffle(canonical)
+    return canonical
+
+
+def _moved(instance: QAInstance, position: int) -> list[Passage]:
+    return list(place_gold(instance, position).passages)
+
+
+def _gold_at(instance: QAInstance, passages: list[Any]) -> dict[str, Any]:
+    gold = instance.gold
+    for i, p in enumerate(passages):
+        if gold is not None and (p is gold or p == gold):
+            return {"gold_at": i}
+    return {}
+
+
+def _accepts(function: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name and p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters)

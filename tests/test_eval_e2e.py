@@ -1,0 +1,107 @@
+"""End to end on the embedded model: ``multidoc`` through the Python API and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag_position.data import CACHE_ENV, ORACLE_FILE, InstanceBuilder, default_data_dir
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def builder_cache(
+    embedder: object, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """A private instance cache, seeded with the pool embeddings kept in pytest's cache.
+
+    Embedding the 2000-passage pool takes over a minute on 2 cores; test_data keeps
+    the result under the same name in pytest's cache, and so do we.
+    """
+    folder = tmp_path_factory.mktemp("eval-cache")
+    builder = InstanceBuilder(default_data_dir() / ORACLE_FILE, embedder, cache_dir=folder)  # type: ignore[arg-type]
+    cache = getattr(pytestconfig, "cache", None)
+    kept = cache.mkdir("rag-position-pool") / builder.pool_cache_path.name if cache else None
+    if kept is not None and kept.is_file():
+        shutil.copyfile(kept, builder.pool_cache_path)
+    builder.rankings(10, n_questions=2)
+    if kept is not None and not kept.is_file():
+        shutil.copyfile(builder.pool_cache_path, kept)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(folder))
+        yield folder
+
+
+def test_multidoc_python_api(
+    embedded_fp32: object, embedder: object, builder_cache: Path, tmp_path: Path
+) -> None:
+    from rag_position.eval import run_multidoc
+
+    result = run_multidoc(
+        embedded_fp32, questions=2, max_new_tokens=3, out=tmp_path, embedder=embedder
+    )
+    settings = [r["setting"] for r in result.rows]
+    assert settings == [
+        "docs=10 gold=0 prompt=qa",
+        "docs=10 gold=4 prompt=qa",
+        "docs=10 gold=9 prompt=qa",
+        "closedbook",
+        "oracle",
+    ]
+    assert all(
+        r["n"] == 2 and 0.0 <= r["ci_low"] <= r["accuracy"] <= r["ci_high"] <= 1.0
+        for r in result.rows
+    )
+    assert all(r["lm_calls"] == 1.0 and r["generated_tokens"] <= 3 for r in result.rows)
+    records = [json.loads(line) for line in result.predictions.read_text().splitlines()]
+    assert len(records) == 10 and records[0]["model"].endswith("@float32")
+    assert (tmp_path / "multidoc-accuracy-by-position.png").is_file()
+
+
+def test_multidoc_cli(
+    embedded_fp32: object,
+    builder_cache: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import rag_position.eval.cli as eval_cli
+    from rag_position.cli import main
+
+    # The session's model stands in for a second 15-second load of the same weights.
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: embedded_fp32)
+    argv = [
+        "eval",
+        "multidoc",
+        "--questions",
+        "2",
+        "--positions",
+        "0,9",
+        "--max-new-tokens",
+        "3",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "docs=10 gold=9 prompt=qa" in printed and "report:" in printed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["command"] == "rag-position " + " ".join(argv)
+    assert [r["setting"] for r in summary["sections"][0]["rows"]] == [
+        "docs=10 gold=0 prompt=qa",
+        "docs=10 gold=9 prompt=qa",
+        "closedbook",
+        "oracle",
+    ]
+    # A second run recomputes nothing: every prompt is already answered.
+    before = embedded_fp32.usage  # type: ignore[attr-defined]
+    assert main(argv) == 0
+    assert embedded_fp32.usage == before  # type: ignore[attr-defined]
+    assert main(["eval", "multidoc", "--positions", "0,10", "--out", str(tmp_path)]) == 2
+    assert "--positions: position 10 is outside the 10 passages" in capsys.readouterr().err

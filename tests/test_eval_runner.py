@@ -1,0 +1,274 @@
+"""The eval runner, summaries, report and input checks, with a scripted generator (fast)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_position.cost import Cost
+from rag_position.errors import DataFormatError
+from rag_position.eval import (
+    EvalConfigError,
+    EvalRunError,
+    PredictionStore,
+    bootstrap_ci,
+    run_multidoc,
+)
+from rag_position.eval.compare import run_compare
+from rag_position.eval.strategies import available_strategies
+
+K = 10
+
+
+class Scripted:
+    """Answers correctly when its gold passage is Document [1] or the last one, or alone.
+
+    Counts every prompt it generates for; ``fail_after`` makes it raise once that many
+    prompts have been generated (a model that dies mid-run).
+    """
+
+    name = "scripted"
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.fail_after = fail_after
+        self.prompts: list[str] = []
+        self.batches: list[int] = []
+        self._lock = threading.Lock()
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[str]:
+        with self._lock:
+            if self.fail_after is not None and len(self.prompts) + len(prompts) > self.fail_after:
+                raise RuntimeError("scripted model failure")
+            self.prompts.extend(prompts)
+            self.batches.append(len(prompts))
+        return [_answer(p) for p in prompts]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def _answer(prompt: str) -> str:
+    if prompt.startswith("Extract the value"):  # key-value: right only when the pair is first
+        key = prompt.rsplit('Key: "', 1)[1].split('"')[0]
+        first = prompt.split("JSON data:\n{", 1)[1].split("\n")[0]
+        return first.split('": "')[1].split('"')[0] if first.startswith(f'"{key}"') else "none"
+    docs = [line for line in prompt.split("\n") if line.startswith("Document [")]
+    number = prompt.rsplit("Question: question ", 1)[-1].split("?")[0]
+    for i, line in enumerate(docs):
+        if f"GOLD the answer is ans{number}" in line:
+            return f"ans{number}" if i in (0, len(docs) - 1) else "I do not know"
+    return "I do not know"
+
+
+def write_gold_at_file(path: Path, n: int = 12, k: int = K, gold: int = 3) -> Path:
+    """An original-release style file: k passages a record, one of them gold."""
+    with path.open("w") as fout:
+        for q in range(n):
+            ctxs = [
+                {
+                    "title": f"D{q}-{j}",
+                    "text": f"distractor {j} of {q}",
+                    "hasanswer": False,
+                    "isgold": False,
+                    "score": 1.0 - j / k,
+                    "id": f"{q}-{j}",
+                }
+                for j in range(k - 1)
+            ]
+            ctxs.insert(
+                gold,
+                {
+                    "title": f"G{q}",
+                    "text": f"GOLD the answer is ans{q}",
+                    "hasanswer": True,
+                    "isgold": True,
+                },
+            )
+            fout.write(
+                json.dumps({"question": f"question {q}?", "answers": [f"ans{q}"], "ctxs": ctxs})
+                + "\n"
+            )
+    return path
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
+
+
+def _numbers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary rows without wall-clock seconds (which differ between runs)."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+def test_multidoc_sweep_numbers_and_report_files(data: Path, tmp_path: Path) -> None:
+    model = Scripted()
+    result = run_multidoc(model, data=data, questions=None, out=tmp_path / "out", batch_size=4)
+    acc = {r["setting"]: r["accuracy"] for r in result.rows}
+    assert acc == {
+        "docs=10 gold=0 prompt=qa": 1.0,
+        "docs=10 gold=4 prompt=qa": 0.0,
+        "docs=10 gold=9 prompt=qa": 1.0,
+        "closedbook": 0.0,
+        "oracle": 1.0,
+    }
+    assert len(model.prompts) == 12 * 5 and max(model.batches) <= 4
+    for name in ("summary.json", "summary.csv", "report.md", "predictions.jsonl"):
+        assert (tmp_path / "out" / name).is_file()
+    png = tmp_path / "out" / "multidoc-accuracy-by-position.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads(result.summary_json.read_text())
+    assert summary["sections"][0]["rows"][0]["n"] == 12
+    assert result.summary_csv.read_text().splitlines()[0].startswith("task,model,strategy")
+    report = result.report.read_text()
+    assert "rag_position.eval.run_multidoc(<scripted>" in report
+    assert "| gold at 4 | 12 | 0.0 [0.0, 0.0] |" in report
+    assert "![" in report and "multidoc-accuracy-by-position.png" in report
+
+
+def test_interrupted_run_resumes_without_recomputing(data: Path, tmp_path: Path) -> None:
+    full = Scripted()
+    whole = run_multidoc(full, data=data, questions=None, out=tmp_path / "whole", batch_size=4)
+
+    dying = Scripted(fail_after=26)  # dies inside the 7th batch of 4
+    with pytest.raises(EvalRunError, match="rerun the same command") as err:
+        run_multidoc(dying, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
+    assert isinstance(err.value.__cause__, RuntimeError)
+    kept = PredictionStore(tmp_path / "cut" / "predictions.jsonl")
+    assert len(kept) == 24 == len(dying.prompts)
+
+    resumed = Scripted()
+    again = run_multidoc(resumed, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
+    assert len(resumed.prompts) == len(full.prompts) - 24
+    assert not set(resumed.prompts) & set(dying.prompts)  # nothing generated twice
+    assert _numbers(again.rows) == _numbers(whole.rows)
+
+    idle = Scripted()  # a third run recomputes nothing at all
+    third = run_multidoc(idle, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
+    assert idle.prompts == [] and _numbers(third.rows) == _numbers(whole.rows)
+
+
+def test_a_line_cut_by_a_kill_is_dropped(data: Path, tmp_path: Path) -> None:
+    with pytest.raises(EvalRunError):
+        run_multidoc(Scripted(fail_after=8), data=data, questions=None, out=tmp_path, batch_size=4)
+    path = tmp_path / "predictions.jsonl"
+    with path.open("a") as fout:
+        fout.write('{"task": "multidoc", "model": "scr')  # half a line
+    store = PredictionStore(path)
+    assert len(store) == 8 and path.read_text().endswith("}\n")
+    resumed = Scripted()
+    run_multidoc(resumed, data=data, questions=None, out=tmp_path, batch_size=4)
+    assert len(resumed.prompts) == 12 * 5 - 8
+
+
+def test_threaded_concurrency_gives_the_same_summary(data: Path, tmp_path: Path) -> None:
+    one = run_multidoc(Scripted(), data=data, questions=None, out=tmp_path / "a", batch_size=2)
+    many = run_multidoc(
+        Scripted(), data=data, questions=None, out=tmp_path / "b", batch_size=2, concurrency=3
+    )
+    assert _numbers(many.rows) == _numbers(one.rows)
+
+
+def test_other_decoding_settings_are_refused(data: Path, tmp_path: Path) -> None:
+    run_multidoc(Scripted(), data=data, questions=2, out=tmp_path)
+    with pytest.raises(EvalConfigError, match="max_new_tokens"):
+        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, max_new_tokens=5)
+
+
+def test_bootstrap_interval() -> None:
+    assert bootstrap_ci([1.0] * 30) == (1.0, 1.0, 1.0)
+    values = [1.0] * 100 + [0.0] * 100
+    mean, low, high = bootstrap_ci(values, seed=3)
+    assert mean == 0.5 and low < 0.5 < high
+    assert 0.10 < high - low < 0.18  # normal approximation: 2 * 1.96 * sqrt(.25 / 200) = 0.139
+    assert bootstrap_ci(values, seed=3) == (mean, low, high)  # seeded
+    with pytest.raises(ValueError, match="empty"):
+        bootstrap_ci([])
+
+
+def test_bootstrap_covers_the_true_rate() -> None:
+    import random
+
+    hits = 0
+    for trial in range(40):
+        rng = random.Random(trial)
+        sample = [1.0 if rng.random() < 0.3 else 0.0 for _ in range(80)]
+        _, low, high = bootstrap_ci(sample, n_resamples=400, seed=trial)
+        hits += low <= 0.3 <= high
+    assert hits >= 34  # about 95% of 40
+
+
+def test_bad_inputs_name_file_line_and_field(data: Path, tmp_path: Path) -> None:
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('{"foo": 1}\n')
+    with pytest.raises(DataFormatError, match=r"unknown\.jsonl: line 1: not a multi-document QA"):
+        run_multidoc(Scripted(), data=unknown, out=tmp_path / "o")
+    missing = tmp_path / "missing.jsonl"
+    lines = data.read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["answers"]
+    missing.write_text(lines[0] + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(DataFormatError, match=r"missing\.jsonl: line 2: missing field 'answers'"):
+        run_multidoc(Scripted(), data=missing, out=tmp_path / "o")
+    no_gold = tmp_path / "nogold.jsonl"
+    record = json.loads(lines[0])
+    for ctx in record["ctxs"]:
+        ctx["isgold"] = False
+    no_gold.write_text(lines[1] + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(DataFormatError, match=r"nogold\.jsonl: line 2: field 'ctxs\[\]\.isgold'"):
+        run_multidoc(Scripted(), data=no_gold, out=tmp_path / "o")
+    with pytest.raises(
+        DataFormatError, match=r"line 1: field 'ctxs' holds 10 passages, but --docs is 20"
+    ):
+        run_multidoc(Scripted(), data=data, docs=20, out=tmp_path / "o")
+    with pytest.raises(EvalConfigError, match=r"--positions: position 10 is outside the 10"):
+        run_multidoc(Scripted(), data=data, positions=[0, 10], out=tmp_path / "o")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(DataFormatError, match=r"empty\.jsonl: the file holds no records"):
+        run_multidoc(Scripted(), data=empty, out=tmp_path / "o")
+    with pytest.raises(EvalConfigError, match="--questions"):
+        run_multidoc(Scripted(), data=data, questions=0, out=tmp_path / "o")
+    with pytest.raises(EvalConfigError, match="cannot be combined"):
+        run_multidoc(Scripted(), data=data, sandwich=True, ordered_randomly=True, out=tmp_path)
+
+
+def test_compare_baselines_and_the_registry_hook(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    def reverse(question: str, passages: Sequence[Any], **kw: Any) -> Any:
+        calls.append(question)
+        return types.SimpleNamespace(passages=list(passages)[::-1], cost=Cost(lm_calls=3))
+
+    fake = types.ModuleType("rag_position.strategies")
+    fake.STRATEGIES = {"reverse": reverse}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rag_position.strategies", fake)
+    assert "reverse" in available_strategies()
+    model = Scripted()
+    names = ["retriever", "random", "gold_first", "gold_last", "reverse"]
+    result = run_compare(model, data=data, questions=None, strategies=names, out=tmp_path)
+    rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
+    assert rows[("gold_first", "random")]["accuracy"] == 1.0
+    assert rows[("gold_last", "worst")]["accuracy"] == 1.0
+    assert rows[("retriever", "worst")]["accuracy"] == 0.0  # the sweep's worst: position 4
+    assert rows[("reverse", "random")]["lm_calls"] == 4.0  # 3 to choose the order + 1 answer
+    assert len(calls) == 2 * 12
+    with pytest.raises(EvalConfigError, match="unknown"):
+        run_compare(Scripted(), data=data, strategies=["nope"], out=tmp_path)

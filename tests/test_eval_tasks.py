@@ -1,0 +1,123 @@
+"""kv, gauge, open-domain and swim with scripted models, and the CLI wrapper (fast)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_eval_runner import Scripted, write_gold_at_file
+
+from rag_position.eval import EvalConfigError
+from rag_position.eval.gauge import run_gauge
+from rag_position.eval.kv import generate_kv, kv_positions, run_kv
+from rag_position.eval.open_domain import run_open_domain
+from rag_position.eval.swim import run_swim
+from rag_position.models.protocols import Span, SpanScore
+
+
+class ScriptedScorer(Scripted):
+    """Question likelihood 0 when the gold passage is at either end, -1 inside."""
+
+    max_context = 2048
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        scores = []
+        for prompt in prompts:
+            docs = [line for line in prompt.split("\n") if line.startswith("Document [")]
+            at = next(i for i, line in enumerate(docs) if "GOLD" in line)
+            mean = 0.0 if at in (0, len(docs) - 1) else -1.0
+            scores.append(SpanScore(mean, mean * 3, 3))
+        return scores
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return write_gold_at_file(tmp_path / "gold_at_3.jsonl", n=9)
+
+
+def test_kv_sweep_reads_files_and_generates_others(tmp_path: Path) -> None:
+    assert kv_positions(75) == [0, 24, 49, 74]
+    assert kv_positions(140) == [0, 34, 69, 104, 139]
+    assert kv_positions(300) == [0, 49, 99, 149, 199, 249, 299]
+    path = tmp_path / "kv.jsonl"
+    with path.open("w") as fout:
+        for inst in generate_kv(6, 4, seed=1):
+            record = {
+                "ordered_kv_records": [list(r) for r in inst.records],
+                "key": inst.key,
+                "value": inst.value,
+            }
+            fout.write(json.dumps(record) + "\n")
+    result = run_kv(Scripted(), pairs=6, positions=[0, 3, 5], data=path, out=tmp_path / "a")
+    acc = {(r["prompt"], r["position"]): r["accuracy"] for r in result.rows}
+    assert acc == {(p, q): float(q == 0) for p in ("kv", "kv_query_aware") for q in (0, 3, 5)}
+    generated = run_kv(Scripted(), pairs=8, questions=2, query_aware=(True,), out=tmp_path / "b")
+    assert [r["position"] for r in generated.rows] == [0, 2, 4, 7]
+    assert "generated(seed=0)" in generated.report.read_text()
+    with pytest.raises(EvalConfigError, match="position 6 is outside the 6"):
+        run_kv(Scripted(), pairs=6, positions=[6], data=path, out=tmp_path / "c")
+
+
+def test_gauge_tertiles_and_instance_level(data: Path, tmp_path: Path) -> None:
+    result = run_gauge(ScriptedScorer(), data=data, out=tmp_path)
+    rows = {(r["strategy"], r["setting"]): r for r in result.rows}
+    assert rows[("baseline", "docs=10 gold=4 prompt=qa")]["question_ll"] == -1.0
+    assert rows[("instance", "highest-likelihood order")]["accuracy"] == 1.0
+    assert rows[("instance", "lowest-likelihood order")]["accuracy"] == 0.0
+    assert any(s == "tertile" for s, _ in rows)
+    assert (tmp_path / "gauge-accuracy-and-likelihood.png").is_file()
+    with pytest.raises(EvalConfigError, match="score_spans"):
+        run_gauge(Scripted(), data=data, out=tmp_path)
+
+
+def test_open_domain_recall_grows_with_k(data: Path, tmp_path: Path) -> None:
+    result = run_open_domain(Scripted(), ks=[1, 5, 20], retriever="bm25", data=data, out=tmp_path)
+    recall = [r["accuracy"] for r in result.rows if r["strategy"] == "retriever-recall"]
+    reader = [r for r in result.rows if r["strategy"] == "reader"]
+    assert len(recall) == 3 and recall == sorted(recall) and len(reader) == 3
+    assert all(r["n"] == 9 for r in reader)
+    with pytest.raises(EvalConfigError, match="exceeds the 90 passages"):
+        run_open_domain(Scripted(), ks=[100], retriever="bm25", data=data, out=tmp_path)
+
+
+def test_swim_depth_and_size(data: Path, tmp_path: Path) -> None:
+    result = run_swim(ScriptedScorer(), budget=300, data=data, out=tmp_path)
+    acc = {(r["test"], r["percent"]): r["accuracy"] for r in result.rows}
+    assert acc[("depth", 0)] == acc[("depth", 100)] == 1.0 and acc[("depth", 50)] == 0.0
+    assert acc[("size", 0)] == 1.0  # the answer document alone
+    docs = {(r["test"], r["percent"]): r["documents"] for r in result.rows}
+    assert docs[("size", 0)] == 1.0 < docs[("size", 50)] < docs[("size", 100)]
+    with pytest.raises(EvalConfigError, match="--depths"):
+        run_swim(ScriptedScorer(), budget=300, depths=[150], data=data, out=tmp_path)
+
+
+def test_cli_wraps_the_tasks(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rag_position.eval.cli as eval_cli
+    from rag_position.cli import main
+
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: ScriptedScorer())
+    out = str(tmp_path / "md")
+    argv = ["eval", "multidoc", "--data", str(data), "--out", out, "--no-progress", "--sandwich"]
+    assert main(argv) == 0
+    assert "docs=10 gold=4 prompt=qa_query_aware" in capsys.readouterr().out
+    argv = [
+        "eval",
+        "compare",
+        "--data",
+        str(data),
+        "--out",
+        out,
+        "--no-progress",
+        "--strategies",
+        "retriever,gold_first",
+        "--worst-position",
+        "4",
+    ]
+    assert main(argv) == 0
+    assert "gold_first" in (tmp_path / "md" / "report.md").read_text()
+    assert main(["eval", "multidoc", "--data", str(data), "--positions", "0,x"]) == 2
+    assert "--positions: expected comma-separated integers" in capsys.readouterr().err
