@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         n_tokens,
     )
     ours, ours_s = measure(
-        "rag-position: load_model('embedded') defaults, LM head at the span only, batched",
+        "rag-position: load_model('embedded') defaults (bf16 here), LM head at the span only",
         ours_model,
         lambda: ours_model.score_spans(prompts, spans),
         peaks[ours_model.dtype],
