@@ -236,11 +236,13 @@ def _choose(
     notes: list[str],
 ) -> list[Strategy]:
     profile_name = "convex_score_profile"
+    wanted = names is None or profile_name in names
     if profile_name not in options and sweep:
         profile = _eval_profile(sweep, k, model)
         if profile is not None:
             options[profile_name] = {"profile": profile}
-            notes.append(f"{profile_name} uses the accuracy profile of this run's sweep")
+            if wanted:
+                notes.append(f"{profile_name} uses the accuracy profile of this run's sweep")
     missing = [
         n for n in ("langchain_reorder", "llamaindex_reorder") if n not in framework_strategies()
     ]
