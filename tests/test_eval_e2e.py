@@ -105,3 +105,23 @@ def test_multidoc_cli(
     assert embedded_fp32.usage == before  # type: ignore[attr-defined]
     assert main(["eval", "multidoc", "--positions", "0,10", "--out", str(tmp_path)]) == 2
     assert "--positions: position 10 is outside the 10 passages" in capsys.readouterr().err
+
+
+def test_demo_cli(
+    embedded_fp32: object,
+    embedder: object,
+    builder_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import rag_position.models as models
+    from rag_position.cli import main
+
+    # The session's model and embedder stand in for second loads of the same weights.
+    monkeypatch.setattr(models, "load_model", lambda spec: embedded_fp32)
+    monkeypatch.setattr(models, "load_embedder", lambda spec: embedder)
+    assert main(["demo", "--positions", "0,9", "--max-new-tokens", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = [row for row in map(str.split, lines) if len(row) > 2 and row[1] in {"yes", "no"}]
+    assert [row[0] for row in table] == ["0", "9"]  # one row per gold position
+    assert all(float(row[2]) < 0 for row in table)  # a mean log-probability
