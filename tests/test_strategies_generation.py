@@ -361,6 +361,42 @@ def test_medoid_ties_go_to_the_lowest_index_and_k_beyond_n_factorial() -> None:
     assert single.answer == "Berlin" and single.orders == [[0, 1]]
 
 
+def test_medoid_resampling_control_keeps_the_order_and_reseeds_each_sample() -> None:
+    gen = Scripted(["Paris", "Paris capital", "Rome"])
+    result = medoid_vote(
+        QUESTION, DOCS, gen, WordEmbedder(VOCAB), k=3, seed=5, temperature=0.7, permute=False
+    )
+    assert result.orders == [[0, 1, 2]] * 3
+    assert gen.prompts == [render_qa(QUESTION, DOCS)] * 3
+    assert [kw["seed"] for kw in gen.kwargs] == [5, 6, 7]  # one call a sample
+    assert all(kw["temperature"] == 0.7 for kw in gen.kwargs)
+    assert result.answer in ("Paris", "Paris capital") and result.cost.lm_calls == 3
+    with pytest.raises(ValueError, match="temperature > 0"):
+        medoid_vote(QUESTION, DOCS, gen, WordEmbedder(VOCAB), k=3, permute=False)
+
+
+def test_registry_generation_entries_answer_by_themselves() -> None:
+    from rag_position.strategies import STRATEGIES
+
+    rec = STRATEGIES["recite"](QUESTION, DOCS, generator=Scripted(_recite_paris))
+    assert rec.answer == "Paris" and rec.cost.lm_calls == 2
+    med = STRATEGIES["medoid"](
+        QUESTION, DOCS, generator=Scripted(lambda p: "Paris"), embedder=WordEmbedder(VOCAB), seed=1
+    )
+    assert med.answer == "Paris" and len(med.orders) == 3  # k=3 unless told
+    fct = STRATEGIES["fact"](QUESTION, DOCS, generator=Scripted(_fact_script), max_iterations=2)
+    assert fct.facts and fct.answer
+    for name in ("fact", "recite", "medoid"):
+        with pytest.raises(ValueError, match="generator="):
+            STRATEGIES[name](QUESTION, DOCS)
+
+
+def _recite_paris(prompt: str) -> str:
+    if "WORD BY WORD" in prompt:
+        return "# Document 1\nParis is the capital of France. It is in Europe."
+    return "Paris"
+
+
 # --- bad input and failures ------------------------------------------------------------
 
 

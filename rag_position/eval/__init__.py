@@ -2,7 +2,9 @@
 
 Tasks: :func:`run_multidoc` (position sweep, closed-book and oracle),
 :func:`run_compare` (every strategy, with costs), :func:`run_quick` (the 10-minute
-run), :func:`run_kv`, :func:`run_gauge`, :func:`run_open_domain`, :func:`run_swim`.
+run), :func:`run_kv`, :func:`run_gauge`, :func:`run_open_domain`, :func:`run_swim`;
+the generation-side tasks :func:`run_multifact` (FACT), :func:`run_length`
+(recite-then-solve) and :func:`run_voting` (medoid voting).
 Every task is a function taking a model (any Generator; the gauge also needs a
 Scorer, swim a ``count_tokens``) and writing an output folder: ``predictions.jsonl``
 (every prediction, appended as it is made, so a rerun resumes), ``summary.json``,
@@ -37,7 +39,9 @@ from rag_position.eval.compare import compare_section, run_compare
 from rag_position.eval.datasets import MultidocData, load_multidoc
 from rag_position.eval.gauge import run_gauge
 from rag_position.eval.kv import generate_kv, run_kv
+from rag_position.eval.length import run_length
 from rag_position.eval.multidoc import multidoc_jobs, multidoc_section, run_multidoc
+from rag_position.eval.multifact import run_multifact
 from rag_position.eval.open_domain import run_open_domain
 from rag_position.eval.quick import QUICK_QUESTIONS, run_quick
 from rag_position.eval.report import EvalResult, Section, Table, write_report
@@ -53,6 +57,7 @@ from rag_position.eval.strategies import (
     builtin_strategies,
 )
 from rag_position.eval.swim import run_swim
+from rag_position.eval.voting import run_voting
 
 __all__ = [
     "QUICK_QUESTIONS",
@@ -88,10 +93,13 @@ __all__ = [
     "run_gauge",
     "run_jobs",
     "run_kv",
+    "run_length",
     "run_multidoc",
+    "run_multifact",
     "run_open_domain",
     "run_quick",
     "run_swim",
+    "run_voting",
     "summarize",
     "write_report",
 ]

@@ -7,6 +7,9 @@ rag-position eval kv --pairs 140 --query-aware both
 rag-position eval gauge --questions 100
 rag-position eval open-domain --retriever bm25 --ks 5,10,20
 rag-position eval swim --budget 2000
+rag-position eval multifact --tokens 2000,4000 --iterations 4 --questions 20
+rag-position eval length --filler-tokens 0,1000,2000,4000 --questions 20
+rag-position eval voting --ks 3,5 --questions 30
 rag-position eval multidoc --model openai:http://localhost:8000/v1/Qwen2.5-7B-Instruct \\
     --concurrency 32 --docs 30
 """
@@ -22,11 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.errors import RagPositionError
-from rag_position.eval.common import EvalRunError, parse_int_list
+from rag_position.eval.common import EvalConfigError, EvalRunError, parse_int_list
 from rag_position.eval.report import EvalResult, acc_cell
 from rag_position.models import load_model
 
-TASKS = ("quick", "multidoc", "compare", "kv", "gauge", "open-domain", "swim")
+TASKS = (
+    "quick", "multidoc", "compare", "kv", "gauge", "open-domain", "swim",
+    "multifact", "length", "voting",
+)  # fmt: skip
+OWN_DEFAULT_QUESTIONS = ("quick", "multifact", "length", "voting")
+"""Tasks whose functions choose the question count themselves (20, 20, 30)."""
 
 
 def add_eval_parser(commands: Any) -> None:
@@ -65,6 +73,19 @@ def add_eval_parser(commands: Any) -> None:
     swim.add_argument("--budget", type=int, default=None, help="tokens (default: the window)")
     swim.add_argument("--depths", default="0,25,50,75,100", help="depth percentages")
     swim.add_argument("--sizes", default="0,25,50,75,100", help="size percentages")
+    multifact = _task(tasks, "multifact", "multi-value needles: single pass vs FACT by iteration")
+    multifact.add_argument("--tokens", default="2000,4000", help="haystack sizes in tokens")
+    multifact.add_argument("--keys", default="1,5", help="keys per haystack (10 values each)")
+    multifact.add_argument("--iterations", type=int, default=4, help="FACT iterations, at most")
+    length = _task(tasks, "length", "VarSum by filler size: direct vs recite-then-solve")
+    length.add_argument("--filler-tokens", default="0,1000,2000,4000", help="filler sizes")
+    length.add_argument("--fillers", default="essay,whitespace", help="filler kinds")
+    length.add_argument("--summed", type=int, default=3, help="variables summed (1: a lookup)")
+    voting = _task(tasks, "voting", "medoid voting vs single runs at the worst position")
+    _docs(voting)
+    voting.add_argument("--ks", default="3,5", help="runs per vote")
+    voting.add_argument("--control-temperatures", default="0.7", help="resampling controls")
+    voting.add_argument("--worst-position", type=int, default=None, help="skip the sweep")
 
 
 def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -152,6 +173,49 @@ def _swim(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
     )
 
 
+def _multifact(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
+    from rag_position.eval.multifact import run_multifact
+
+    common.pop("max_new_tokens")  # the task sets its own (ten 7-digit numbers)
+    keys = parse_int_list(args.keys, what="--keys")
+    return run_multifact(
+        tokens=parse_int_list(args.tokens, what="--tokens"),
+        configs=[(k, 10) for k in keys],
+        iterations=args.iterations,
+        **common,
+    )
+
+
+def _length(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
+    from rag_position.eval.length import run_length
+
+    common.pop("max_new_tokens")  # the task sets its own (a number; a recitation)
+    return run_length(
+        filler_tokens=parse_int_list(args.filler_tokens, what="--filler-tokens"),
+        fillers=_names(args.fillers) or [],
+        summed=args.summed,
+        **common,
+    )
+
+
+def _voting(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
+    from rag_position.eval.voting import run_voting
+
+    try:
+        temperatures = [float(t) for t in args.control_temperatures.split(",") if t.strip()]
+    except ValueError:
+        raise EvalConfigError(
+            f"--control-temperatures: expected numbers, got {args.control_temperatures!r}"
+        ) from None
+    return run_voting(
+        ks=parse_int_list(args.ks, what="--ks"),
+        control_temperatures=temperatures,
+        docs=args.docs,
+        worst_position=args.worst_position,
+        **common,
+    )
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace, dict[str, Any]], EvalResult]] = {
     "quick": _quick,
     "multidoc": _multidoc,
@@ -160,6 +224,9 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, dict[str, Any]], EvalResult]] =
     "gauge": _gauge,
     "open-domain": _open_domain,
     "swim": _swim,
+    "multifact": _multifact,
+    "length": _length,
+    "voting": _voting,
 }
 
 
@@ -187,7 +254,7 @@ def _docs(parser: argparse.ArgumentParser) -> None:
 
 def _common(args: argparse.Namespace, model: Any, command: str) -> dict[str, Any]:
     questions = args.questions
-    if questions is None and args.task != "quick":
+    if questions is None and args.task not in OWN_DEFAULT_QUESTIONS:
         questions = None if args.data else 50  # all of a --data file, 50 of the dev file
     return {
         "model": model,

@@ -111,7 +111,7 @@ def compare_section(
     """Run every strategy in both settings in ``ctx``; summarise as a report section."""
     k = dataset.docs
     notes: list[str] = []
-    worst = _worst(worst_position, sweep_rows, k, notes)
+    worst = find_worst_position(worst_position, sweep_rows, k, notes)
     options = {name: dict(opts) for name, opts in (strategy_options or {}).items()}
     chosen = _choose(strategies, options, sweep_rows, k, ctx.label, notes)
     settings = [
@@ -206,7 +206,7 @@ def _job(
     )
 
 
-def _worst(
+def find_worst_position(
     given: int | None, sweep: Sequence[Mapping[str, Any]] | None, k: int, notes: list[str]
 ) -> int:
     if given is not None:

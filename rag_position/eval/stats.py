@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ def summarize(
     *,
     seed: int = 0,
     n_resamples: int = 2000,
+    metric: Callable[[Mapping[str, Any]], float] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (task, model, strategy, setting), in order of first appearance.
 
@@ -60,7 +61,9 @@ def summarize(
     (fractions; the interval's seed is derived from ``seed`` and the row's key, so it
     does not depend on which other rows exist), the mean cost per prediction
     (``None`` where a backend could not count), and the mean of each numeric ``info``
-    value (e.g. the question log-likelihood of the gauge).
+    value (e.g. the question log-likelihood of the gauge). ``metric(record)`` in
+    ``[0, 1]`` replaces the record's ``correct`` flag as what ``accuracy`` averages
+    (e.g. the share of needle values recalled).
     """
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for record in records:
@@ -69,7 +72,10 @@ def summarize(
     for key, members in groups.items():
         row: dict[str, Any] = dict(zip(GROUP_FIELDS, key, strict=True))
         row.update(_shared_fields(members))
-        correct = [1.0 if m["correct"] else 0.0 for m in members]
+        correct = [
+            float(metric(m)) if metric is not None else 1.0 if m["correct"] else 0.0
+            for m in members
+        ]
         mean, low, high = bootstrap_ci(
             correct, n_resamples=n_resamples, seed=derive_seed(seed, *key)
         )

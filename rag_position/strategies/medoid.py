@@ -83,6 +83,7 @@ def medoid_vote(
     k: int = 5,
     seed: int = 0,
     temperature: float = 0.0,
+    permute: bool = True,
     absence_phrases: Sequence[str] = DEFAULT_ABSENCE_PHRASES,
     max_new_tokens: int = 64,
 ) -> MedoidResult:
@@ -91,8 +92,10 @@ def medoid_vote(
     The first order is the given one (so ``k=1`` is a plain single run); the others are
     distinct permutations drawn with ``seed`` (repeated in turn when ``k`` exceeds
     ``n!``; with ``temperature > 0`` such repeats still give different samples). Ties
-    go to the lowest index. A failed model call raises :class:`StrategyError` with the
-    trace so far.
+    go to the lowest index. ``permute=False`` keeps the given order for all ``k`` runs:
+    the paper's control, which only resamples (it needs ``temperature > 0`` when
+    ``k > 1``; each sample is its own call, seeded ``seed + i``). A failed model call
+    raises :class:`StrategyError` with the trace so far.
     """
     check_question(question)
     check_count(k, "k")
@@ -103,14 +106,32 @@ def medoid_vote(
     if not docs or not any(p.text.strip() for p in docs):
         raise ValueError("no passages with text were given: there is nothing to answer from")
     phrases = [p.lower() for p in absence_phrases]
-    distinct = distinct_orders(len(docs), k, random.Random(seed), first=list(range(len(docs))))
+    if not permute and k > 1 and temperature <= 0:
+        raise ValueError(
+            "permute=False with temperature 0 gives k identical greedy answers: "
+            "resampling at a fixed order needs temperature > 0"
+        )
+    if permute:
+        first = list(range(len(docs)))
+        distinct = distinct_orders(len(docs), k, random.Random(seed), first=first)
+    else:
+        distinct = [list(range(len(docs)))]
     orders = [list(distinct[i % len(distinct)]) for i in range(k)]
     prompts = [render_qa(question, [docs[i] for i in order]) for order in orders]
     meter = Meter(generator)
     try:
-        raw = meter.generate(
-            prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
-        )
+        if permute:
+            raw = meter.generate(
+                prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+            )
+        else:  # one call per sample, each with its own seed: a server seeds per request,
+            # so one batch of identical prompts would come back as k identical samples
+            raw = [
+                meter.generate(
+                    [prompt], max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + i
+                )[0]
+                for i, prompt in enumerate(prompts)
+            ]
         answers = [a.strip() for a in raw]
         absent = [i for i, a in enumerate(answers) if is_absent(a, phrases)]
         voters = [i for i in range(k) if i not in absent] or list(range(k))

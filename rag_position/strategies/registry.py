@@ -17,20 +17,32 @@ name                     calls                                           needs
                                                                          profile=
 ``edge``                 :func:`edge_reorder` (``mode="langchain"``)     --
 ``sandwich``             the given order, ``prompt`` = query-aware       --
+``fact``                 :func:`fact` (answers by itself)                generator
+``recite``               :func:`recite_then_solve` (answers by itself)   generator
+``medoid``               :func:`medoid_vote` (``k=3``)                   generator,
+                                                                         embedder
 =======================  ==============================================  =======
+
+The generation-side entries return their own result (``.answer``, ``.trace``,
+``.cost``) rather than an order: the eval takes ``.answer`` as the prediction.
+``medoid`` takes ``embedder=`` (default: the embedded all-MiniLM-L6-v2, loaded once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from rag_position.models.protocols import Generator, Scorer
+from rag_position.models.protocols import Embedder, Generator, Scorer
 from rag_position.strategies._base import OrderingResult, check_passages, check_question, unchanged
 from rag_position.strategies.convex import convex_score
 from rag_position.strategies.edges import edge_reorder
+from rag_position.strategies.fact import FactResult, fact
 from rag_position.strategies.likelihood import likelihood_selection
+from rag_position.strategies.medoid import MedoidResult, medoid_vote
+from rag_position.strategies.recite import ReciteResult, recite_then_solve
 from rag_position.strategies.sandwich import sandwich
 
 
@@ -45,7 +57,7 @@ class Strategy(Protocol):
         scorer: Scorer | None = None,
         generator: Generator | None = None,
         **options: Any,
-    ) -> OrderingResult[Any]: ...
+    ) -> OrderingResult[Any] | FactResult | ReciteResult | MedoidResult: ...
 
 
 def get_strategy(name: str) -> Strategy:
@@ -140,6 +152,62 @@ def _sandwich(
     return sandwich(question, passages, **options)
 
 
+def _fact(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    **options: Any,
+) -> FactResult:
+    return fact(question, passages, _need_generator("fact", generator), **options)
+
+
+def _recite(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    **options: Any,
+) -> ReciteResult:
+    return recite_then_solve(question, passages, _need_generator("recite", generator), **options)
+
+
+def _medoid(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    seed: int = 0,
+    embedder: Embedder | None = None,
+    **options: Any,
+) -> MedoidResult:
+    options.setdefault("k", 3)
+    return medoid_vote(
+        question,
+        passages,
+        _need_generator("medoid", generator),
+        embedder if embedder is not None else _embedded_embedder(),
+        seed=seed,
+        **options,
+    )
+
+
+@cache
+def _embedded_embedder() -> Embedder:
+    from rag_position.models.embedders import load_embedder
+
+    return load_embedder("embedded")
+
+
+def _need_generator(name: str, generator: Generator | None) -> Generator:
+    if generator is None:
+        raise ValueError(f"strategy {name!r} generates its answer: pass generator=")
+    return generator
+
+
 def _need_scorer(name: str, scorer: Scorer | None) -> Scorer:
     if scorer is None:
         raise ValueError(f"strategy {name!r} scores question likelihoods: pass scorer=")
@@ -159,6 +227,9 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
         "convex_score_profile": _convex_score_profile,
         "edge": _edge,
         "sandwich": _sandwich,
+        "fact": _fact,
+        "recite": _recite,
+        "medoid": _medoid,
     }
 )
 """Name -> strategy, read-only. The names are the eval suite's ``--strategies``."""

@@ -1,0 +1,230 @@
+"""multifact, length and voting: synthetic data, scripted models pinning each task's
+logic (fast), and each task end to end on the embedded model (slow)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_eval_runner import Scripted, write_gold_at_file
+
+from rag_position.data.synthetic import (
+    NEEDLE_TEMPLATE,
+    filler_sentences,
+    make_multivalue,
+    make_varsum,
+)
+from rag_position.eval import EvalConfigError, run_length, run_multifact, run_voting
+from rag_position.eval.multifact import recall
+
+FILLER = [
+    "The river runs past the old mill. Farmers bring their grain in autumn. "
+    "The mill wheel turns all day long. Children watch the water from the bridge.",
+    "A lighthouse stands on the northern cape. Its keeper climbs the stairs at dusk. "
+    "Ships steer by its beam through the fog. Storms batter the rocks every winter.",
+]
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+NEEDLE_QUERY = re.compile(r"What are all the special magic numbers for (\S+) mentioned")
+
+
+class NeedleModel:
+    """Answers the needle prompt with at most ``per_call`` of the queried key's values
+    still in the text (in text order), so each FACT pass finds the next few."""
+
+    name = "needle-script"
+
+    def __init__(self, per_call: int = 3) -> None:
+        self.per_call = per_call
+        self.prompts: list[str] = []
+
+    def generate(self, prompts: Sequence[str], **kwargs: object) -> list[str]:
+        self.prompts.extend(prompts)
+        out = []
+        for prompt in prompts:
+            key = NEEDLE_QUERY.findall(prompt)[-1]
+            values = re.findall(rf"magic numbers for {re.escape(key)} is: (\d+)\.", prompt)
+            out.append(" ".join(values[: self.per_call]))
+        return out
+
+    def count_tokens(self, text: str) -> int:
+        return words(text)
+
+
+class VarSumModel:
+    """Sums correctly only from a short prompt (under 200 words), and recites the lines
+    of the variables a question names: length hurts, recitation helps."""
+
+    name = "varsum-script"
+
+    def generate(self, prompts: Sequence[str], **kwargs: object) -> list[str]:
+        out = []
+        for prompt in prompts:
+            names = re.findall(r"\b([A-Z]{4})\b", prompt.rsplit("Question", 1)[-1])
+            if "WORD BY WORD" in prompt:  # step 1: recite the named lines
+                lines = [
+                    f"- {m.group(0)}" for n in names for m in re.finditer(rf"{n} = \d+\.", prompt)
+                ]
+                out.append("\n".join(dict.fromkeys(lines)))
+                continue
+            if words(prompt) > 200:
+                out.append("I am not sure.")
+                continue
+            values = {n: int(v) for n, v in re.findall(r"\b([A-Z]{4}) = (\d+)\.", prompt)}
+            out.append(str(sum(values[n] for n in names if n in values)))
+        return out
+
+    def count_tokens(self, text: str) -> int:
+        return words(text)
+
+
+class HashEmbedder:
+    """Identical texts get identical unit vectors; different texts nearly orthogonal ones."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            rng = np.random.default_rng(abs(hash(text)) % 2**32)
+            v = rng.standard_normal(64)
+            rows.append(v / np.linalg.norm(v))
+        return np.asarray(rows, dtype=np.float32)
+
+
+def test_multivalue_haystacks() -> None:
+    [inst] = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, count_tokens=words)
+    needles = re.findall(r"magic numbers for (\S+) is: (\d+)\.", inst.context)
+    assert len(needles) == 12 and len({v for _, v in needles}) == 12
+    assert len({k for k, _ in needles}) == 3
+    queried = [v for k, v in needles if k == inst.query]
+    assert list(inst.answers) == queried  # in context order
+    assert inst.evidence == tuple(NEEDLE_TEMPLATE.format(key=inst.query, value=v) for v in queried)
+    assert 300 <= words(inst.context) < 330
+    again = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, count_tokens=words)
+    assert again[0] == inst
+    other = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, seed=1)
+    assert other[0].answers != inst.answers
+    with pytest.raises(ValueError, match="no sentence"):
+        filler_sentences(["no full stop here"])
+
+
+def test_varsum_examples() -> None:
+    [inst] = make_varsum(1, filler_tokens=0, count_tokens=words)
+    values = dict(re.findall(r"\b([A-Z]{4}) = (\d+)\.", inst.context))
+    assert len(values) == 50
+    names = re.findall(r"\b([A-Z]{4})\b", inst.question)
+    assert len(names) == 3 and inst.answers == (str(sum(int(values[n]) for n in names)),)
+    assert all(line in inst.context for line in inst.evidence)
+    essay = make_varsum(1, filler_tokens=400, filler=FILLER, count_tokens=words)[0]
+    assert (
+        essay.context.startswith(inst.context)
+        and 400 <= words(essay.context) - words(inst.context) < 440
+    )
+    blank = make_varsum(1, filler_tokens=400, count_tokens=len)[0]
+    assert blank.context.startswith(inst.context) and not blank.context[len(inst.context) :].strip()
+    lookup = make_varsum(1, filler_tokens=0, summed=1)[0]
+    assert lookup.question.startswith("What is the value of")
+    with pytest.raises(ValueError, match="summed"):
+        make_varsum(1, filler_tokens=0, summed=51)
+
+
+def test_recall_counts_whole_numbers() -> None:
+    record = {"prediction": "12345 and 123456, 7", "answers": ["12345", "23456", "7"]}
+    assert recall(record) == pytest.approx(2 / 3)
+
+
+def test_multifact_fact_recall_grows_by_iteration(tmp_path: Path) -> None:
+    model = NeedleModel(per_call=3)
+    result = run_multifact(
+        model, tokens=[200], configs=[(1, 8), (2, 8)], iterations=4, questions=3, out=tmp_path
+    )
+    rows = {(r["config"], r["strategy"]): r for r in result.rows}
+    for config in ("K1V8Q1", "K2V8Q1"):
+        assert rows[(config, "single_pass")]["accuracy"] == pytest.approx(3 / 8)
+        got = [rows[(config, f"fact@{i}")]["accuracy"] for i in range(1, 5)]
+        assert got == pytest.approx([3 / 8, 6 / 8, 1.0, 1.0])
+        calls = [rows[(config, f"fact@{i}")]["lm_calls"] for i in range(1, 5)]
+        assert calls == [1.0, 2.0, 3.0, 4.0]  # the 4th pass finds nothing new, and stops
+        assert rows[(config, "fact@4")]["hallucinated"] == 0.0
+    # one FACT run per haystack serves fact@1..4: 4 passes + 1 single pass each
+    assert len(model.prompts) == 2 * 3 * (4 + 1)
+    assert (tmp_path / "multifact-recall-by-iteration.png").is_file()
+    again = run_multifact(
+        model, tokens=[200], configs=[(1, 8), (2, 8)], iterations=4, questions=3, out=tmp_path
+    )
+    assert len(model.prompts) == 30 and again.rows == result.rows  # resumed, nothing redone
+    with pytest.raises(EvalConfigError, match="iterations"):
+        run_multifact(model, iterations=0, out=tmp_path)
+
+
+def test_multifact_checks_the_window(tmp_path: Path) -> None:
+    model = NeedleModel()
+    model.max_context = 1000  # type: ignore[attr-defined]
+    with pytest.raises(EvalConfigError, match="context window of 1000"):
+        run_multifact(model, tokens=[2000], out=tmp_path)
+
+
+def test_length_recite_beats_direct_as_filler_grows(tmp_path: Path) -> None:
+    result = run_length(VarSumModel(), filler_tokens=[0, 400], questions=3, out=tmp_path, data=None)
+    acc = {(r["filler"], r["filler_tokens"], r["strategy"]): r for r in result.rows}
+    assert set(acc) == {
+        ("none", 0, "direct"),
+        ("none", 0, "recite"),
+        ("essay", 400, "direct"),
+        ("essay", 400, "recite"),
+        ("whitespace", 400, "direct"),
+        ("whitespace", 400, "recite"),
+    }
+    assert acc[("essay", 400, "direct")]["accuracy"] == 0.0
+    assert acc[("essay", 400, "recite")]["accuracy"] == 1.0
+    assert acc[("essay", 400, "recite")]["recited"] == 1.0
+    assert acc[("essay", 400, "recite")]["exact"] == 1.0
+    assert acc[("essay", 400, "recite")]["lm_calls"] == 2.0
+    assert (tmp_path / "length-accuracy-by-filler.png").is_file()
+    with pytest.raises(EvalConfigError, match="--fillers"):
+        run_length(VarSumModel(), fillers=["noise"], out=tmp_path)
+
+
+def test_voting_permutations_rescue_the_worst_position(tmp_path: Path) -> None:
+    data = write_gold_at_file(tmp_path / "gold_at_3.jsonl", n=8)
+    model = Scripted()  # right only with the gold passage first or last, else "I do not know"
+    result = run_voting(
+        model, ks=[5], worst_position=4, data=data, embedder=HashEmbedder(), out=tmp_path / "v"
+    )
+    acc = {r["strategy"]: r for r in result.rows}
+    assert set(acc) == {"single", "medoid_k5", "resample_k5_t0.7"}
+    assert acc["single"]["accuracy"] == 0.0
+    assert acc["resample_k5_t0.7"]["accuracy"] == 0.0  # resampling never moves the gold
+    assert acc["medoid_k5"]["accuracy"] > 0.0  # a permutation with the gold at an end wins
+    assert acc["medoid_k5"]["lm_calls"] == acc["resample_k5_t0.7"]["lm_calls"] == 5.0
+    with pytest.raises(EvalConfigError, match="k >= 2"):
+        run_voting(model, ks=[1], worst_position=4, data=data, embedder=HashEmbedder())
+    with pytest.raises(EvalConfigError, match="temperatures"):
+        run_voting(model, control_temperatures=[0.0], data=data, embedder=HashEmbedder())
+
+
+@pytest.mark.slow
+def test_multifact_and_length_on_the_embedded_model(embedded_fp32: object, tmp_path: Path) -> None:
+    result = run_multifact(
+        embedded_fp32, tokens=[300], configs=[(1, 4)], iterations=2, questions=1, out=tmp_path
+    )
+    rows = {r["strategy"]: r for r in result.rows}
+    assert set(rows) == {"single_pass", "fact@1", "fact@2"}
+    assert rows["fact@1"]["accuracy"] <= rows["fact@2"]["accuracy"]  # facts only accumulate
+    assert rows["fact@1"]["lm_calls"] == 1.0 and rows["fact@2"]["lm_calls"] <= 2.0
+    assert rows["single_pass"]["prompt_tokens"] > 300
+    length = run_length(
+        embedded_fp32, filler_tokens=[0, 200], fillers=["whitespace"], questions=1,
+        summed=1, out=tmp_path / "len",
+    )  # fmt: skip
+    got = {(r["filler"], r["strategy"]): r for r in length.rows}
+    assert set(got) == {(f, s) for f in ("none", "whitespace") for s in ("direct", "recite")}
+    assert all(0.0 <= r["accuracy"] <= 1.0 and r["n"] == 1 for r in length.rows)
+    assert all(r["lm_calls"] >= 2.0 for (_, s), r in got.items() if s == "recite")
+    assert "recited" in got[("none", "recite")]
