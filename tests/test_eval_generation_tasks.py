@@ -212,19 +212,50 @@ def test_voting_permutations_rescue_the_worst_position(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_multifact_and_length_on_the_embedded_model(embedded_fp32: object, tmp_path: Path) -> None:
     result = run_multifact(
-        embedded_fp32, tokens=[300], configs=[(1, 4)], iterations=2, questions=1, out=tmp_path
+        embedded_fp32,
+        tokens=[200],
+        configs=[(1, 3)],
+        iterations=2,
+        questions=1,
+        max_new_tokens=32,
+        out=tmp_path,
     )
     rows = {r["strategy"]: r for r in result.rows}
     assert set(rows) == {"single_pass", "fact@1", "fact@2"}
     assert rows["fact@1"]["accuracy"] <= rows["fact@2"]["accuracy"]  # facts only accumulate
     assert rows["fact@1"]["lm_calls"] == 1.0 and rows["fact@2"]["lm_calls"] <= 2.0
-    assert rows["single_pass"]["prompt_tokens"] > 300
+    assert rows["single_pass"]["prompt_tokens"] > 200
     length = run_length(
         embedded_fp32, filler_tokens=[0, 200], fillers=["whitespace"], questions=1,
-        summed=1, out=tmp_path / "len",
+        summed=1, max_new_tokens=8, recite_tokens=48, out=tmp_path / "len",
     )  # fmt: skip
     got = {(r["filler"], r["strategy"]): r for r in length.rows}
     assert set(got) == {(f, s) for f in ("none", "whitespace") for s in ("direct", "recite")}
     assert all(0.0 <= r["accuracy"] <= 1.0 and r["n"] == 1 for r in length.rows)
     assert all(r["lm_calls"] >= 2.0 for (_, s), r in got.items() if s == "recite")
     assert "recited" in got[("none", "recite")]
+
+
+def test_cli_runs_the_generation_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import rag_position.eval.cli as eval_cli
+    from rag_position.cli import main
+
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: NeedleModel())
+    out = tmp_path / "mf"
+    argv = ["eval", "multifact", "--tokens", "200", "--keys", "1", "--iterations", "2"]
+    argv += ["--questions", "2", "--out", str(out), "--no-progress", "--max-new-tokens", "50"]
+    assert main(argv) == 0
+    assert "fact@2" in capsys.readouterr().out
+    first = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
+    assert first["decoding"]["max_new_tokens"] == 50
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: VarSumModel())
+    argv = ["eval", "length", "--filler-tokens", "0", "--questions", "2", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "len")]) == 0
+    first = json.loads((tmp_path / "len" / "predictions.jsonl").read_text().splitlines()[0])
+    assert first["decoding"]["max_new_tokens"] == 32  # the task's own default
+    assert main(["eval", "voting", "--control-temperatures", "warm"]) == 2
+    assert "--control-temperatures: expected numbers" in capsys.readouterr().err

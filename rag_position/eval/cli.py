@@ -176,7 +176,6 @@ def _swim(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
 def _multifact(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
     from rag_position.eval.multifact import run_multifact
 
-    common.pop("max_new_tokens")  # the task sets its own (ten 7-digit numbers)
     keys = parse_int_list(args.keys, what="--keys")
     return run_multifact(
         tokens=parse_int_list(args.tokens, what="--tokens"),
@@ -189,7 +188,6 @@ def _multifact(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
 def _length(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
     from rag_position.eval.length import run_length
 
-    common.pop("max_new_tokens")  # the task sets its own (a number; a recitation)
     return run_length(
         filler_tokens=parse_int_list(args.filler_tokens, what="--filler-tokens"),
         fillers=_names(args.fillers) or [],
@@ -239,7 +237,9 @@ def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     parser.add_argument("--out", type=Path, default=None, help=f"output folder (runs/{name})")
-    parser.add_argument("--max-new-tokens", type=int, default=100)
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="per answer (default: the task's, 100)"
+    )
     parser.add_argument(
         "--batch-size", type=int, default=None, help="prompts per generate call (CPU: 1, else 8)"
     )
@@ -256,18 +256,20 @@ def _common(args: argparse.Namespace, model: Any, command: str) -> dict[str, Any
     questions = args.questions
     if questions is None and args.task not in OWN_DEFAULT_QUESTIONS:
         questions = None if args.data else 50  # all of a --data file, 50 of the dev file
-    return {
+    common = {
         "model": model,
         "questions": questions,
         "data": args.data,
         "seed": args.seed,
         "out": args.out or Path("runs") / args.task,
-        "max_new_tokens": args.max_new_tokens,
         "batch_size": args.batch_size,
         "concurrency": args.concurrency,
         "progress": not args.no_progress,
         "command": command,
     }
+    if args.max_new_tokens is not None:  # else each task's own default
+        common["max_new_tokens"] = args.max_new_tokens
+    return common
 
 
 def _names(text: str | None) -> list[str] | None:

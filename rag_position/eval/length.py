@@ -49,6 +49,8 @@ def run_length(
     data: PathLike | None = None,
     seed: int = 0,
     out: PathLike = "runs/length",
+    max_new_tokens: int = ANSWER_TOKENS,
+    recite_tokens: int = RECITE_TOKENS,
     batch_size: int | None = None,
     concurrency: int = 1,
     progress: bool | None = None,
@@ -57,19 +59,20 @@ def run_length(
     """VarSum accuracy, direct vs recite-then-solve, by filler kind and size; report in
     ``out``. ``questions`` examples per setting (default 20). ``summed=1`` turns the sum
     into a lookup of one variable: a model too small to add still shows what length
-    does to its retrieval."""
+    does to its retrieval. ``max_new_tokens`` bounds each answer, ``recite_tokens`` the
+    recitation."""
     check_questions(questions)
     unknown = [f for f in fillers if f not in FILLERS]
     if unknown or not fillers:
         raise EvalConfigError(f"--fillers: expected some of {FILLERS}, got {list(fillers)}")
     if not filler_tokens or any(t < 0 for t in filler_tokens):
         raise EvalConfigError(f"--filler-tokens: expected sizes >= 0, got {list(filler_tokens)}")
-    check_fits(model, filler_tokens, 600 + RECITE_TOKENS, option="--filler-tokens")
+    check_fits(model, filler_tokens, 600 + recite_tokens, option="--filler-tokens")
     ctx = open_context(
         model,
         out,
         seed=seed,
-        max_new_tokens=ANSWER_TOKENS,
+        max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
         progress=progress,
@@ -87,7 +90,7 @@ def run_length(
                 seed=seed,
                 count_tokens=count,
             )
-    section = length_section(ctx, examples)
+    section = length_section(ctx, examples, recite_tokens=recite_tokens)
     call = command or api_command(
         "run_length",
         ctx.label,
@@ -98,7 +101,10 @@ def run_length(
 
 
 def length_section(
-    ctx: RunContext, examples: Mapping[tuple[str, int], Sequence[SyntheticInstance]]
+    ctx: RunContext,
+    examples: Mapping[tuple[str, int], Sequence[SyntheticInstance]],
+    *,
+    recite_tokens: int = RECITE_TOKENS,
 ) -> Section:
     """Run direct and recite on every example in ``ctx``; summarise as a section."""
     first = next(iter(examples.values()))[0]
@@ -120,7 +126,7 @@ def length_section(
                 Job(
                     Key(TASK, ctx.label, "recite", inst.id, setting),
                     inst.answers,
-                    lambda inst=inst: _recite(ctx.model, inst),
+                    lambda inst=inst: _recite(ctx, inst, recite_tokens),
                     fields,
                 )
             )
@@ -177,13 +183,13 @@ def length_section(
     )
 
 
-def _recite(model: Any, inst: SyntheticInstance) -> Prepared:
+def _recite(ctx: RunContext, inst: SyntheticInstance, recite_tokens: int) -> Prepared:
     result = recite_then_solve(
         inst.question,
         inst.context,
-        model,
-        max_new_tokens=RECITE_TOKENS,
-        answer_max_new_tokens=ANSWER_TOKENS,
+        ctx.model,
+        max_new_tokens=recite_tokens,
+        answer_max_new_tokens=ctx.decoding.max_new_tokens,
     )
     raw = result.trace.raw or ""
     info: dict[str, Any] = {

@@ -48,6 +48,7 @@ def run_multifact(
     data: PathLike | None = None,
     seed: int = 0,
     out: PathLike = "runs/multifact",
+    max_new_tokens: int = RETRIEVE_TOKENS,
     batch_size: int | None = None,
     concurrency: int = 1,
     progress: bool | None = None,
@@ -56,19 +57,20 @@ def run_multifact(
     """Recall of needle values, single pass vs ``fact@1..iterations``; report in ``out``.
 
     ``questions`` haystacks per (config, size), default 20; ``data`` is the NQ file
-    whose passages are the filler (default: the shared one).
+    whose passages are the filler (default: the shared one). ``max_new_tokens`` bounds
+    each needle answer (single pass and every FACT pass alike).
     """
     check_questions(questions)
     if iterations < 1:
         raise EvalConfigError(f"--iterations must be >= 1, got {iterations}")
     if not tokens or not configs:
         raise EvalConfigError("multifact needs at least one size and one (keys, values)")
-    check_fits(model, tokens, RETRIEVE_TOKENS + 100, option="--tokens")
+    check_fits(model, tokens, max_new_tokens + 100, option="--tokens")
     ctx = open_context(
         model,
         out,
         seed=seed,
-        max_new_tokens=RETRIEVE_TOKENS,
+        max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
         progress=progress,
@@ -125,7 +127,7 @@ def multifact_section(
                     {**fields, "iteration": 0},
                 )
             )
-            run = _FactRun(ctx.model, instance, iterations)
+            run = _FactRun(ctx.model, instance, iterations, ctx.decoding.max_new_tokens)
             for i in range(1, iterations + 1):
                 jobs.append(
                     Job(
@@ -188,8 +190,11 @@ def multifact_section(
 class _FactRun:
     """One FACT run on a haystack, made on first use and shared by its ``fact@i`` jobs."""
 
-    def __init__(self, model: Any, instance: SyntheticInstance, iterations: int) -> None:
+    def __init__(
+        self, model: Any, instance: SyntheticInstance, iterations: int, max_new_tokens: int
+    ) -> None:
         self.model = model
+        self.max_new_tokens = max_new_tokens
         self.instance = instance
         self.iterations = iterations
         self._done: tuple[Any, CallLog] | None = None
@@ -202,7 +207,9 @@ class _FactRun:
                 self.instance.context,
                 log,
                 max_iterations=self.iterations,
-                retrieve=needle_retrieve(log, self.instance.query, max_new_tokens=RETRIEVE_TOKENS),
+                retrieve=needle_retrieve(
+                    log, self.instance.query, max_new_tokens=self.max_new_tokens
+                ),
                 answer=False,
             )
             self._done = (result, log)
