@@ -1,0 +1,68 @@
+"""rag-position for LlamaIndex: position-aware node postprocessors, retriever and query engines.
+
+Postprocessors reorder retrieved nodes (:class:`LikelihoodReorder`,
+:class:`ConvexScoreReorder`, :class:`ProfileReorder`, :class:`EdgeReorder`) and
+write what they found under the node metadata key :data:`METADATA_KEY`;
+:class:`PositionAwareRetriever` wraps any retriever with one of them; the query
+engines run the generation-side strategies (:class:`QuerySandwichQueryEngine`,
+:class:`ReciteThenSolveQueryEngine`, :class:`FactQueryEngine`,
+:class:`MedoidVotingQueryEngine`). :class:`RagPositionLLM` and
+:class:`RagPositionEmbedding` put rag-position's own (embedded, offline) models into
+any LlamaIndex pipeline.
+
+Example:
+    >>> from llama_index.postprocessor.rag_position import ConvexScoreReorder
+    >>> engine = index.as_query_engine(node_postprocessors=[ConvexScoreReorder(scorer="embedded")])
+"""
+
+from llama_index.postprocessor.rag_position._nodes import METADATA_KEY
+from llama_index.postprocessor.rag_position.adapters import (
+    LlamaIndexEmbedder,
+    LlamaIndexGenerator,
+    RagPositionEmbedding,
+    RagPositionLLM,
+    openai_scorer,
+    resolve_embedder,
+    resolve_generator,
+    resolve_scorer,
+)
+from llama_index.postprocessor.rag_position.base import (
+    ConvexScoreReorder,
+    EdgeReorder,
+    LikelihoodReorder,
+    ProfileReorder,
+    as_position_profile,
+)
+from llama_index.postprocessor.rag_position.query_engines import (
+    FactQueryEngine,
+    MedoidVotingQueryEngine,
+    QuerySandwichQueryEngine,
+    ReciteThenSolveQueryEngine,
+)
+from llama_index.postprocessor.rag_position.retriever import (
+    STRATEGY_CLASSES,
+    PositionAwareRetriever,
+)
+
+__all__ = [
+    "METADATA_KEY",
+    "STRATEGY_CLASSES",
+    "ConvexScoreReorder",
+    "EdgeReorder",
+    "FactQueryEngine",
+    "LikelihoodReorder",
+    "LlamaIndexEmbedder",
+    "LlamaIndexGenerator",
+    "MedoidVotingQueryEngine",
+    "PositionAwareRetriever",
+    "ProfileReorder",
+    "QuerySandwichQueryEngine",
+    "RagPositionEmbedding",
+    "RagPositionLLM",
+    "ReciteThenSolveQueryEngine",
+    "as_position_profile",
+    "openai_scorer",
+    "resolve_embedder",
+    "resolve_generator",
+    "resolve_scorer",
+]

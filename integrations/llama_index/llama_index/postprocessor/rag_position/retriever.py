@@ -1,0 +1,87 @@
+"""A retriever that returns another retriever's nodes in a position-aware order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.postprocessor.rag_position.base import (
+    ConvexScoreReorder,
+    EdgeReorder,
+    LikelihoodReorder,
+    ProfileReorder,
+)
+
+STRATEGY_CLASSES: Mapping[str, type[BaseNodePostprocessor]] = {
+    "likelihood_selection": LikelihoodReorder,
+    "convex_score": ConvexScoreReorder,
+    "profile": ProfileReorder,
+    "edge": EdgeReorder,
+}
+"""Strategy names :class:`PositionAwareRetriever` accepts, and the postprocessor each builds."""
+
+
+class PositionAwareRetriever(BaseRetriever):
+    """Wraps any ``BaseRetriever``: its nodes come back reordered by a chosen strategy.
+
+    ``strategy``: one of our postprocessors (or any ``BaseNodePostprocessor``), or a
+    name from :data:`STRATEGY_CLASSES` (``"likelihood_selection"``, ``"convex_score"``,
+    ``"profile"``, ``"edge"``) built with ``**options`` (e.g. ``scorer=``,
+    ``profile=``). The query goes to the strategy, so likelihood-based ones score the
+    real question. ``aretrieve`` awaits the wrapped retriever and the strategy's async
+    path.
+
+    Example:
+        >>> retriever = PositionAwareRetriever(
+        ...     index.as_retriever(similarity_top_k=5), "convex_score", scorer="embedded")
+        >>> nodes = retriever.retrieve("Who wrote Hamlet?")       # gold candidate first
+    """
+
+    def __init__(
+        self,
+        retriever: BaseRetriever,
+        strategy: str | BaseNodePostprocessor = "edge",
+        *,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **options: Any,
+    ) -> None:
+        if not isinstance(retriever, BaseRetriever):
+            raise TypeError(
+                f"PositionAwareRetriever wraps a LlamaIndex BaseRetriever, got "
+                f"{type(retriever).__name__}"
+            )
+        if isinstance(strategy, str):
+            if strategy not in STRATEGY_CLASSES:
+                raise ValueError(
+                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGY_CLASSES))}"
+                    " (or pass a node postprocessor)"
+                )
+            postprocessor = STRATEGY_CLASSES[strategy](**options)
+        elif isinstance(strategy, BaseNodePostprocessor):
+            if options:
+                raise ValueError(
+                    f"options {sorted(options)} are for a strategy given by name; configure the "
+                    f"{type(strategy).__name__} you passed instead"
+                )
+            postprocessor = strategy
+        else:
+            raise TypeError(
+                "`strategy` must be a strategy name or a BaseNodePostprocessor, got "
+                f"{type(strategy).__name__}"
+            )
+        self.retriever = retriever
+        self.postprocessor = postprocessor
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        nodes = self.retriever.retrieve(query_bundle)
+        return self.postprocessor.postprocess_nodes(nodes, query_bundle=query_bundle)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        nodes = await self.retriever.aretrieve(query_bundle)
+        return await self.postprocessor.apostprocess_nodes(nodes, query_bundle=query_bundle)
