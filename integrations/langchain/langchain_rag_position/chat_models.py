@@ -1,0 +1,262 @@
+"""``ChatRagPosition``: any rag-position model (the embedded SmolLM2 by default) as a chat model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.base import LangSmithParams
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+)
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field, PrivateAttr, model_validator
+
+from langchain_rag_position._adapters import (
+    GENERATOR_FORMS,
+    LazyModel,
+    check_spec,
+    cut_at_stop,
+    output_text,
+)
+
+
+class ChatRagPosition(BaseChatModel):
+    """A rag-position model (``load_model`` spec or object) as a LangChain chat model.
+
+    ``model`` is a ``load_model`` spec string (``"embedded"``: SmolLM2-135M-Instruct,
+    offline; ``"hf:<path>"``; ``"openai:<base_url>"``), loaded on first use and kept
+    by this object, or an already loaded Generator (e.g. ``load_model("embedded")``).
+    ``max_tokens``, ``temperature``, ``seed`` and ``stop`` are the generation
+    settings (a call's ``stop=`` and bound ``max_tokens``/``temperature``/``seed``
+    override them). One user message is the model's prompt as it is; a longer
+    conversation (system, human and AI messages) is rendered with the model's chat
+    template, which needs a local transformers model. The same object can be the
+    ``scorer=`` of our compressors when its model scores (local models do). Replies
+    report ``usage_metadata`` from the model's token counts. ``stream`` yields the
+    whole reply as one chunk (the core generates in batches, not token by token).
+
+    Example:
+        >>> llm = ChatRagPosition(model="embedded", max_tokens=16)
+        >>> llm.invoke("What is the capital of France?").content
+        'The capital of France is Paris.'
+    """
+
+    model: Any = Field(
+        default="embedded", description="A load_model spec string or a rag-position Generator."
+    )
+    model_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for load_model (spec strings only)."
+    )
+    temperature: float = Field(default=0.0, ge=0.0, description="0 is greedy decoding.")
+    max_tokens: int = Field(default=256, ge=1, description="Most tokens to generate.")
+    seed: int | None = Field(default=None, description="Sampling seed (temperature > 0).")
+    stop: list[str] | None = Field(default=None, description="Stop strings.")
+    timeout: float | None = Field(default=None, description="Seconds, for 'openai:' specs.")
+    max_retries: int | None = Field(default=None, description="Retries, for 'openai:' specs.")
+
+    _lazy: LazyModel = PrivateAttr()
+    _raw: Any = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> ChatRagPosition:
+        model = self.model
+        if isinstance(model, str):
+            check_spec(model, "model")
+            kwargs = dict(self.model_kwargs)
+            if model.startswith("openai:"):
+                if self.timeout is not None:
+                    kwargs.setdefault("timeout", self.timeout)
+                if self.max_retries is not None:
+                    kwargs.setdefault("max_retries", self.max_retries)
+
+            def load() -> Any:
+                from rag_position.models import load_model
+
+                return load_model(model, **kwargs)
+
+            self._lazy = LazyModel(loader=load, label=repr(model))
+        else:
+            if self.model_kwargs:
+                raise ValueError("`model_kwargs` only applies when `model` is a spec string")
+            if isinstance(model, BaseChatModel) or not callable(getattr(model, "generate", None)):
+                raise TypeError(
+                    f"ChatRagPosition wraps a rag-position model, got a {type(model).__name__}; "
+                    f"pass a load_model spec string or a Generator (not {GENERATOR_FORMS})"
+                )
+            self._lazy = LazyModel(model, label=type(model).__name__)
+        return self
+
+    # ------------------------------------------------------------------ the model
+    @property
+    def core_model(self) -> Any:
+        """The rag-position model behind this chat model (loaded on first access)."""
+        return self._lazy.get()
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether the model is in memory already."""
+        return self._lazy.loaded
+
+    @property
+    def model_name(self) -> str:
+        """The spec string, or the loaded model's ``name``."""
+        if isinstance(self.model, str):
+            return self.model
+        return str(getattr(self.model, "name", None) or type(self.model).__name__)
+
+    @property
+    def _llm_type(self) -> str:
+        return "rag-position"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self.model_name,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider="rag_position",
+            ls_model_name=str(kwargs.get("model") or self.model_name),
+            ls_model_type="chat",
+            ls_temperature=kwargs.get("temperature", self.temperature),
+            ls_max_tokens=kwargs.get("max_tokens", self.max_tokens),
+        )
+        stops = stop or self.stop
+        if stops:
+            params["ls_stop"] = list(stops)
+        return params
+
+    # ------------------------------------------------------------------ generation
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text, usage = self._complete(messages, stop, **kwargs)
+        message = AIMessage(
+            content=text,
+            usage_metadata=usage,
+            response_metadata={"model_name": self.model_name, "model_provider": "rag_position"},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        text, usage = self._complete(messages, stop, **kwargs)
+        chunk = ChatGenerationChunk(
+            message=AIMessageChunk(
+                content=text,
+                usage_metadata=usage,
+                response_metadata={"model_name": self.model_name, "model_provider": "rag_position"},
+                chunk_position="last",
+            )
+        )
+        if run_manager is not None:
+            run_manager.on_llm_new_token(text, chunk=chunk)
+        yield chunk
+
+    def _complete(
+        self, messages: Sequence[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> tuple[str, UsageMetadata | None]:
+        stops = [s for s in (stop if stop is not None else self.stop) or [] if s]
+        max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
+        temperature = float(kwargs.get("temperature", self.temperature))
+        seed = kwargs.get("seed", self.seed)
+        model = self.core_model
+        prompt, model = self._prompt(messages, model)
+        local = type(model).__name__ == "TransformersModel"
+        lock = self._lock if local else _NoLock()
+        with lock:  # a local model runs one call at a time, so its usage delta is ours
+            before = getattr(model, "usage", None) if local else None
+            (text,) = model.generate(
+                [prompt],
+                max_new_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+                stop=stops or None,
+            )
+            after = getattr(model, "usage", None) if local else None
+        usage: UsageMetadata | None = None
+        if before is not None and after is not None:
+            spent = after - before
+            usage = UsageMetadata(
+                input_tokens=spent.prompt_tokens,
+                output_tokens=spent.generated_tokens,
+                total_tokens=spent.prompt_tokens + spent.generated_tokens,
+            )
+        return cut_at_stop(str(text), stops), usage
+
+    def _prompt(self, messages: Sequence[BaseMessage], model: Any) -> tuple[str, Any]:
+        """The prompt string and the model to send it to."""
+        if not messages:
+            raise ValueError("ChatRagPosition got no messages")
+        if len(messages) == 1 and isinstance(messages[0], HumanMessage):
+            return output_text(messages[0]), model
+        tokenizer = getattr(model, "tokenizer", None)
+        if (
+            type(model).__name__ != "TransformersModel"
+            or not getattr(model, "use_chat_template", False)
+            or tokenizer is None
+        ):
+            raise ValueError(
+                f"ChatRagPosition over a {type(model).__name__} takes one human message; a "
+                "conversation needs a local transformers model with a chat template"
+            )
+        turns = []
+        for m in messages:
+            if isinstance(m, SystemMessage):
+                role = "system"
+            elif isinstance(m, HumanMessage):
+                role = "user"
+            elif isinstance(m, AIMessage):
+                role = "assistant"
+            else:
+                raise ValueError(
+                    f"ChatRagPosition cannot render a {type(m).__name__} (no tool calling); "
+                    "use system, human and AI messages"
+                )
+            turns.append({"role": role, "content": output_text(m)})
+        prompt = str(
+            tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        )
+        return prompt, self._raw_view(model)
+
+    def _raw_view(self, model: Any) -> Any:
+        """The same weights without the chat template (the prompt is rendered already)."""
+        with self._lock:
+            if self._raw is None or self._raw.model is not model.model:
+                from rag_position.models.transformers_backend import TransformersModel
+
+                self._raw = TransformersModel(
+                    model.model, model.tokenizer, name=model.name, chat_template=False
+                )
+            return self._raw
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

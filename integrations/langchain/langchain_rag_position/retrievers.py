@@ -1,0 +1,146 @@
+"""``PositionAwareRetriever``: any retriever plus one of our orderings, as one object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import BaseDocumentCompressor, BaseDocumentTransformer, Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from langchain_rag_position.compressors import (
+    ConvexScoreReorder,
+    EdgeReorder,
+    LikelihoodReorder,
+    ProfileReorder,
+)
+
+STRATEGIES: dict[str, type[BaseDocumentCompressor]] = {
+    "likelihood_selection": LikelihoodReorder,
+    "convex_score": ConvexScoreReorder,
+    "profile": ProfileReorder,
+    "edge": EdgeReorder,
+}
+"""Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``."""
+
+
+class PositionAwareRetriever(BaseRetriever):
+    """Retrieve with ``retriever``, keep the first ``k`` results, put them in order.
+
+    ``strategy`` is a name (``"edge"``, the default; ``"likelihood_selection"``,
+    ``"convex_score"``, ``"profile"``), built with ``scorer=`` and
+    ``strategy_options`` (the compressor's other fields, e.g. ``{"n_orders": 4}``
+    or ``{"profile": "profile.json"}``), or a ready compressor or document
+    transformer (ours or any other). ``k`` (also per call: ``invoke(query, k=3)``)
+    is how many of the base retriever's results are kept, in its order, before
+    reordering; ``None`` keeps them all. The base retriever's results are never
+    mutated: see the compressors for the metadata written.
+
+    Example:
+        >>> retriever = PositionAwareRetriever(
+        ...     retriever=store.as_retriever(search_kwargs={"k": 10}),
+        ...     strategy="convex_score", scorer="embedded", k=5)
+        >>> docs = retriever.invoke("Who wrote Hamlet?")
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    retriever: BaseRetriever = Field(description="The retriever whose results are reordered.")
+    strategy: Any = Field(
+        default="edge", description="A strategy name, or a compressor or document transformer."
+    )
+    scorer: Any = Field(default=None, description="The scorer for a scoring strategy name.")
+    strategy_options: dict[str, Any] = Field(
+        default_factory=dict, description="Other options of the named strategy's compressor."
+    )
+    k: int | None = Field(default=None, ge=1, description="How many retrieved documents to keep.")
+
+    _reorderer: BaseDocumentCompressor | BaseDocumentTransformer = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _build(self) -> PositionAwareRetriever:
+        strategy = self.strategy
+        if isinstance(strategy, str):
+            if strategy not in STRATEGIES:
+                raise ValueError(
+                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGIES))} "
+                    "(or pass a compressor or document transformer)"
+                )
+            options = dict(self.strategy_options)
+            if self.scorer is not None:
+                if strategy == "edge":
+                    raise ValueError("strategy 'edge' uses no model: leave out `scorer`")
+                options["scorer"] = self.scorer
+            self._reorderer = STRATEGIES[strategy](**options)
+        elif isinstance(strategy, (BaseDocumentCompressor, BaseDocumentTransformer)):
+            if self.scorer is not None or self.strategy_options:
+                raise ValueError(
+                    "`scorer` and `strategy_options` build a named strategy; configure the "
+                    f"{type(strategy).__name__} you passed instead"
+                )
+            self._reorderer = strategy
+        else:
+            raise TypeError(
+                f"`strategy` must be one of {sorted(STRATEGIES)}, a BaseDocumentCompressor or a "
+                f"BaseDocumentTransformer, got a {type(strategy).__name__}"
+            )
+        return self
+
+    @property
+    def reorderer(self) -> BaseDocumentCompressor | BaseDocumentTransformer:
+        """The compressor or transformer that orders the documents."""
+        return self._reorderer
+
+    def _keep(self, docs: list[Document], k: int | None) -> list[Document]:
+        k = self.k if k is None else k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"`k` must be an int >= 1, got {k!r}")
+        return list(docs) if k is None else list(docs)[:k]
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        if kwargs:
+            raise TypeError(f"PositionAwareRetriever got unexpected arguments {sorted(kwargs)}")
+        docs = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
+        docs = self._keep(docs, k)
+        if not docs:
+            return []
+        reorderer = self._reorderer
+        if isinstance(reorderer, BaseDocumentCompressor):
+            out = reorderer.compress_documents(docs, query, callbacks=run_manager.get_child())
+        else:
+            out = reorderer.transform_documents(docs)
+        return list(out)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        if kwargs:
+            raise TypeError(f"PositionAwareRetriever got unexpected arguments {sorted(kwargs)}")
+        docs = await self.retriever.ainvoke(query, config={"callbacks": run_manager.get_child()})
+        docs = self._keep(docs, k)
+        if not docs:
+            return []
+        reorderer = self._reorderer
+        if isinstance(reorderer, BaseDocumentCompressor):
+            out = await reorderer.acompress_documents(
+                docs, query, callbacks=run_manager.get_child()
+            )
+        else:
+            out = await reorderer.atransform_documents(docs)
+        return list(out)

@@ -1,0 +1,95 @@
+"""Test helpers of langchain-rag-position (on sys.path through tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+
+from rag_position.models import SpanScore
+
+FACTS = [
+    ("Lyon", "Lyon is a large city in France, known for its cuisine."),
+    ("Paris", "Paris is the capital of France."),
+    ("Berlin", "Berlin is the capital of Germany."),
+    ("Madrid", "Madrid is the capital of Spain."),
+    ("Rome", "Rome is the capital of Italy."),
+]
+QUESTION = "What is the capital of France?"
+
+
+def make_docs(n: int = 5) -> list[Document]:
+    """``n`` Documents with titles, ids, nested metadata and a descending retriever score."""
+    return [
+        Document(
+            page_content=FACTS[i % len(FACTS)][1],
+            metadata={
+                "title": FACTS[i % len(FACTS)][0],
+                "source": f"doc-{i}",
+                "tags": ["geo", str(i)],
+                "relevance_score": 1.0 - i / 10,
+            },
+            id=f"id-{i}",
+        )
+        for i in range(n)
+    ]
+
+
+class GoldScorer:
+    """A scripted Scorer: the query is most likely when ``gold`` sits at either end.
+
+    Prompt scores: 0 with the gold text in the first or last ``Document [i]`` slot,
+    -1 - 0.01 * (slot of the gold text) elsewhere. Counts the prompts it scored.
+    """
+
+    def __init__(self, gold: str) -> None:
+        self.gold = gold
+        self.prompts: list[str] = []
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
+        out = []
+        for prompt in prompts:
+            self.prompts.append(prompt)
+            slots = [line for line in prompt.split("\n") if line.startswith("Document [")]
+            where = next(i for i, line in enumerate(slots) if self.gold in line)
+            value = 0.0 if where in (0, len(slots) - 1) else -1.0 - 0.01 * where
+            out.append(SpanScore(value, value, 1))
+        return out
+
+
+class FirstScorer(GoldScorer):
+    """The query is likelier the earlier the gold text comes: -(its slot)."""
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
+        out = []
+        for prompt in prompts:
+            self.prompts.append(prompt)
+            slots = [line for line in prompt.split("\n") if line.startswith("Document [")]
+            where = next(i for i, line in enumerate(slots) if self.gold in line)
+            out.append(SpanScore(-float(where), -float(where), 1))
+        return out
+
+
+class RecordingGenerator:
+    """A scripted rag-position Generator that records its calls."""
+
+    def __init__(self, reply: str = "Paris") -> None:
+        self.reply = reply
+        self.calls: list[dict[str, Any]] = []
+        self.name = "recording"
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        max_new_tokens: int = 100,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+    ) -> list[str]:
+        self.calls.append(
+            dict(prompts=list(prompts), max_new_tokens=max_new_tokens, temperature=temperature,
+                 seed=seed, stop=stop)
+        )  # fmt: skip
+        return [self.reply for _ in prompts]
