@@ -55,7 +55,16 @@ def build_instances(
     n_questions: int | None = None,
     cache_dir: PathLike | None = None,
 ) -> list[QAInstance]:
-    """Read the oracle file at ``path`` and build k-passage instances, gold at ``gold_index``."""
+    """Read the oracle file at ``path`` and build k-passage instances, gold at ``gold_index``.
+
+    Example::
+
+        instances = build_instances(default_data_dir() / ORACLE_FILE, k=10, gold_index=4,
+                                    embedder=load_embedder("embedded"), n_questions=20)
+        first = instances[0]
+        first.k, first.gold_index, first.gold.title   # 10, 4, the gold passage
+        [p.score for p in first.passages]             # a distractor's: its similarity
+    """
     builder = InstanceBuilder(path, embedder, cache_dir=cache_dir)
     return builder.build(k, gold_index, n_questions=n_questions)
 
@@ -288,6 +297,13 @@ def place_gold(instance: QAInstance | KVInstance, position: int) -> QAInstance |
     """Move the gold passage (or queried key-value pair) to ``position``, others in order.
 
     As the release does: remove it, then insert it at ``position`` (0-based).
+
+    Example:
+        >>> docs = tuple(Passage(t, title=t) for t in ("Rome", "Paris", "Oslo"))
+        >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=1)
+        >>> moved = place_gold(inst, 2)
+        >>> [p.title for p in moved.passages], moved.gold_index
+        (['Rome', 'Oslo', 'Paris'], 2)
     """
     if isinstance(instance, KVInstance):
         records = list(instance.records)
@@ -315,6 +331,13 @@ def random_distractor_order(instance: QAInstance, seed: int) -> QAInstance:
 
     Reproducible by ``seed``. (The release shuffles with one global generator seeded
     0 across the whole file, so its exact orders are not reproduced here.)
+
+    Example:
+        >>> docs = tuple(Passage(t, title=t) for t in ("Rome", "Paris", "Oslo"))
+        >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=1)
+        >>> shuffled = random_distractor_order(inst, seed=1)
+        >>> [p.title for p in shuffled.passages], shuffled.gold_index
+        (['Oslo', 'Paris', 'Rome'], 1)
     """
     if instance.gold_index is None:
         raise ValueError(f"instance {instance.id} has no gold passage to keep in place")
@@ -326,7 +349,13 @@ def random_distractor_order(instance: QAInstance, seed: int) -> QAInstance:
 
 
 def default_cache_dir() -> Path:
-    """``$RAG_POSITION_CACHE`` if set, else ``~/.cache/rag-position``."""
+    """``$RAG_POSITION_CACHE`` if set, else ``~/.cache/rag-position``.
+
+    Example::
+
+        default_cache_dir()  # e.g. /home/me/.cache/rag-position
+        sorted(p.name for p in default_cache_dir().glob("distractors-*.json"))
+    """
     env = os.environ.get(CACHE_ENV)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "rag-position"
 

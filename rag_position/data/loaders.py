@@ -42,6 +42,12 @@ class QAInstance:
     ``gold_index`` is the position of the gold passage (``isgold``), or ``None``
     when the record marks none. ``source`` and ``line`` (1-based) say where it was
     read; ``metadata`` holds the record's other keys (e.g. ``nq_annotated_gold``).
+
+    Example:
+        >>> docs = (Passage("Rome is in Italy.", title="Rome"), Passage("Paris is in France."))
+        >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=1)
+        >>> inst.gold.text, inst.k, inst.answers
+        ('Paris is in France.', 2, ('France',))
     """
 
     question: str
@@ -77,7 +83,13 @@ class QAInstance:
 
 @dataclass(frozen=True)
 class KVInstance:
-    """One key-value retrieval example: ``records[gold_index] == (key, value)``."""
+    """One key-value retrieval example: ``records[gold_index] == (key, value)``.
+
+    Example:
+        >>> kv = KVInstance((("k1", "v1"), ("k2", "v2")), key="k2", value="v2", gold_index=1)
+        >>> kv.records[kv.gold_index]
+        ('k2', 'v2')
+    """
 
     records: tuple[tuple[str, str], ...]
     key: str
@@ -99,7 +111,13 @@ class KVInstance:
 
 
 def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for each non-blank line (1-based; gzip detected)."""
+    """Yield ``(line_number, object)`` for each non-blank line (1-based; gzip detected).
+
+    Example::
+
+        for line, record in iter_jsonl(default_data_dir() / ORACLE_FILE):
+            line, record["question"], record["answers"]
+    """
     name = str(path)
     with _open_text(path) as fin:
         line_number = 0
@@ -130,7 +148,13 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def read_jsonl(path: PathLike) -> list[dict[str, Any]]:
-    """All objects of a JSON-lines file (``.gz`` or plain), blank lines skipped."""
+    """All objects of a JSON-lines file (``.gz`` or plain), blank lines skipped.
+
+    Example::
+
+        records = read_jsonl(default_data_dir() / KV_75_FILE)
+        records[0]["key"], records[0]["value"], len(records[0]["ordered_kv_records"])
+    """
     return [obj for _, obj in iter_jsonl(path)]
 
 
@@ -140,6 +164,12 @@ def load_qa(path: PathLike, *, limit: int | None = None) -> list[QAInstance]:
     Each record needs ``question`` (str), ``answers`` (non-empty list of str) and
     ``ctxs`` (non-empty list of objects with ``title`` and ``text``). The gold
     passage is the ``ctxs`` entry with ``isgold`` true (at most one).
+
+    Example::
+
+        instances = load_qa(default_data_dir() / ORACLE_FILE, limit=100)
+        first = instances[0]
+        first.question, first.answers, first.gold.title, first.k  # the oracle: k == 1
     """
     name = str(path)
     _check_limit(limit)
@@ -156,7 +186,14 @@ def load_qa(path: PathLike, *, limit: int | None = None) -> list[QAInstance]:
 
 
 def load_kv(path: PathLike, *, limit: int | None = None) -> list[KVInstance]:
-    """Read a key-value retrieval file: ``ordered_kv_records``, ``key``, ``value`` a line."""
+    """Read a key-value retrieval file: ``ordered_kv_records``, ``key``, ``value`` a line.
+
+    Example::
+
+        examples = load_kv(default_data_dir() / KV_75_FILE, limit=20)
+        first = examples[0]
+        first.key, first.value, first.gold_index, len(first.records)  # 75 pairs
+    """
     name = str(path)
     _check_limit(limit)
     instances: list[KVInstance] = []
@@ -177,6 +214,12 @@ def default_data_dir() -> Path:
     ``$RAG_POSITION_DATA`` when set; else the first ``shared/data`` found beside
     the current directory or one of its parents, then beside this package or one
     of its parents (the repository at ``X/main`` finds ``X/shared/data``).
+
+    Example::
+
+        folder = default_data_dir()  # or: RAG_POSITION_DATA=/data/litm python ...
+        sorted(p.name for p in folder.glob("*.jsonl.gz"))
+        load_qa(folder / ORACLE_FILE)
     """
     env = os.environ.get(DATA_ENV)
     if env:

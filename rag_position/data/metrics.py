@@ -16,7 +16,12 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
 def normalize_answer(s: str) -> str:
-    """SQuAD normalisation: lower, remove punctuation, remove articles, fix whitespace."""
+    """SQuAD normalisation: lower, remove punctuation, remove articles, fix whitespace.
+
+    Example:
+        >>> normalize_answer("The  Eiffel Tower!")
+        'eiffel tower'
+    """
     text = s.lower()
     text = "".join(ch for ch in text if ch not in _PUNCTUATION)
     text = _ARTICLES.sub(" ", text)
@@ -27,6 +32,12 @@ def best_subspan_em(prediction: str, answers: Sequence[str]) -> float:
     """1.0 when any normalised answer is a substring of the normalised prediction, else 0.0.
 
     As in the release, an answer that normalises to the empty string matches anything.
+
+    Example:
+        >>> best_subspan_em("It was the Eiffel tower.", ["Eiffel Tower", "La tour Eiffel"])
+        1.0
+        >>> best_subspan_em("Paris", ["London"]), best_subspan_em("anything", ["the"])
+        (0.0, 1.0)
     """
     _check_answers(answers)
     normalized_prediction = normalize_answer(prediction)
@@ -41,6 +52,12 @@ def contains_answer(text: str, answers: Sequence[str]) -> bool:
 
     Unlike :func:`best_subspan_em`, answers that normalise to the empty string are
     skipped (they would match every text). Used to reject distractors.
+
+    Example:
+        >>> contains_answer("Paris is the capital of France.", ["paris"])
+        True
+        >>> contains_answer("anything", ["the"])  # unlike best_subspan_em
+        False
     """
     _check_answers(answers)
     normalized_text = normalize_answer(text)

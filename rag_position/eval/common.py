@@ -13,16 +13,38 @@ from rag_position.errors import RagPositionError
 
 
 class EvalConfigError(RagPositionError, ValueError):
-    """An eval setting that cannot work (a position outside the passages, no questions...)."""
+    """An eval setting that cannot work (a position outside the passages, no questions...).
+
+    Example:
+        >>> try:
+        ...     Decoding(max_new_tokens=0)
+        ... except EvalConfigError as err:
+        ...     print(err)
+        max_new_tokens must be at least 1, got 0
+    """
 
 
 class EvalRunError(RagPositionError, RuntimeError):
-    """A model call failed mid-run; every prediction made before it is kept on disk."""
+    """A model call failed mid-run; every prediction made before it is kept on disk.
+
+    Example::
+
+        try:
+            result = run_multidoc(load_model("embedded"), out="runs/md")
+        except EvalRunError as err:
+            err.__cause__  # the model's error; rerun the same call to resume
+    """
 
 
 @dataclass(frozen=True)
 class Key:
-    """What identifies one prediction: (task, model, strategy, instance, setting)."""
+    """What identifies one prediction: (task, model, strategy, instance, setting).
+
+    Example:
+        >>> key = Key("multidoc", "embedded", "baseline", "q1", "docs=10 gold=0")
+        >>> key.as_str()
+        '["multidoc", "embedded", "baseline", "q1", "docs=10 gold=0"]'
+    """
 
     task: str
     model: str
@@ -36,7 +58,14 @@ class Key:
 
 @dataclass(frozen=True)
 class Decoding:
-    """How answers are generated: greedy, at most 100 new tokens, as in the paper."""
+    """How answers are generated: greedy, at most 100 new tokens, as in the paper.
+
+    Example:
+        >>> Decoding().as_dict()
+        {'max_new_tokens': 100, 'temperature': 0.0, 'seed': 0}
+        >>> Decoding(max_new_tokens=32, temperature=0.7, seed=1).temperature
+        0.7
+    """
 
     max_new_tokens: int = 100
     temperature: float = 0.0
@@ -59,6 +88,13 @@ class Prepared:
     ``prompt`` is generated from; a job that already has its answer (a strategy that
     answers by itself) sets ``answer`` instead. ``cost`` is what preparing spent
     (e.g. a strategy's scoring calls); ``info`` is stored with the prediction.
+
+    Example:
+        >>> prepared = Prepared(prompt="Question: Who wrote Hamlet?\\nAnswer:")
+        >>> prepared.answer is None, prepared.cost.lm_calls
+        (True, 0)
+        >>> Prepared(answer="Shakespeare", cost=Cost(lm_calls=2)).cost.lm_calls
+        2
     """
 
     prompt: str | None = None
@@ -72,7 +108,14 @@ class Prepared:
 
 
 def derive_seed(seed: int, *parts: object) -> int:
-    """A 32-bit seed from ``seed`` and ``parts``: stable across runs, processes and platforms."""
+    """A 32-bit seed from ``seed`` and ``parts``: stable across runs, processes and platforms.
+
+    Example:
+        >>> derive_seed(0, "gold-position", "q1")
+        3153488635
+        >>> derive_seed(0, "gold-position", "q1") == derive_seed(0, "gold-position", "q2")
+        False
+    """
     material = json.dumps([seed, *map(str, parts)]).encode("utf-8")
     return int.from_bytes(hashlib.sha256(material).digest()[:4], "big")
 
@@ -82,6 +125,11 @@ def model_label(model: object) -> str:
 
     A float32 and a bfloat16 copy of the same weights answer slightly differently,
     so they must not share predictions.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> model_label(SimpleNamespace(name="embedded:SmolLM2", dtype="torch.bfloat16"))
+        'embedded:SmolLM2@bfloat16'
     """
     name = str(getattr(model, "name", None) or type(model).__qualname__)
     dtype = getattr(model, "dtype", None)
@@ -127,5 +175,10 @@ def parse_int_list(text: str, *, what: str) -> list[int]:
 
 
 def paper_positions(k: int) -> list[int]:
-    """The paper's gold positions: 0, 4, 9, 14, ... up to k - 1 (0,4,9 for 10 passages)."""
+    """The paper's gold positions: 0, 4, 9, 14, ... up to k - 1 (0,4,9 for 10 passages).
+
+    Example:
+        >>> paper_positions(10), paper_positions(20)
+        ([0, 4, 9], [0, 4, 9, 14, 19])
+    """
     return sorted({0, *range(4, k, 5), k - 1})

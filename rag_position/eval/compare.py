@@ -58,6 +58,13 @@ def run_compare(
     baselines) and takes the worst; its section is part of the report.
     ``strategy_options[name]`` go to a registered strategy on every call (e.g.
     ``{"convex_score_profile": {"profile": "profile.json"}}``).
+
+    Example::
+
+        result = run_compare(load_model("embedded"), strategies=["retriever", "edge", "sandwich"],
+                             docs=10, questions=20, out="runs/compare")
+        for row in result.rows:
+            row["strategy"], row["setting"], row["accuracy"], row["lm_calls"]
     """
     ctx = open_context(
         model,
@@ -108,7 +115,15 @@ def compare_section(
     sweep_rows: Sequence[Mapping[str, Any]] | None = None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Section:
-    """Run every strategy in both settings in ``ctx``; summarise as a report section."""
+    """Run every strategy in both settings in ``ctx``; summarise as a report section.
+
+    Example::
+
+        ctx = open_context(load_model("embedded"), "runs/compare")
+        dataset = load_multidoc(None, docs=10, questions=20)
+        section = compare_section(ctx, dataset, strategies=["retriever", "edge"], worst_position=4)
+        section.rows, section.tables[0].cells  # summary rows, the Markdown table's cells
+    """
     k = dataset.docs
     notes: list[str] = []
     worst = find_worst_position(worst_position, sweep_rows, k, notes)

@@ -31,6 +31,13 @@ class MultidocData:
 
     ``kind`` says how they were made: ``"oracle"`` (built from an oracle file) or
     ``"gold_at_i"`` (read as given).
+
+    Example::
+
+        dataset = load_multidoc("nq-open-20_total_documents_gold_at_9.jsonl.gz", docs=20,
+                                questions=50)
+        dataset.kind, dataset.docs, dataset.path      # "gold_at_i", 20, the file
+        dataset.instances[0].gold_index               # 0: gold first, moved per setting
     """
 
     path: Path
@@ -56,6 +63,12 @@ def load_multidoc(
 
     Raises :class:`DataFormatError` naming the file, line and field for a record
     without a gold passage or with another number of passages than ``docs``.
+
+    Example::
+
+        dataset = load_multidoc(None, docs=10, questions=20, embedder=load_embedder("embedded"))
+        dataset.kind, len(dataset.instances)          # "oracle", 20 (built from the dev file)
+        dataset.instances[0].question, dataset.instances[0].k
     """
     if isinstance(docs, bool) or not isinstance(docs, int) or docs < 1:
         raise EvalConfigError(f"--docs must be a positive number of passages, got {docs!r}")

@@ -57,6 +57,12 @@ def run_gauge(
     """Score and answer every (question, gold position); write the gauge report to ``out``.
 
     ``model`` must be a Scorer (``score_spans``) as well as a Generator.
+
+    Example::
+
+        result = run_gauge(load_model("embedded"), docs=10, questions=20, out="runs/gauge")
+        for row in result.rows:  # per position, then likelihood tertiles and per instance
+            row["strategy"], row["setting"], row["accuracy"], row["question_ll"]
     """
     if not callable(getattr(model, "score_spans", None)):
         raise EvalConfigError("the gauge needs a model that scores spans (score_spans)")

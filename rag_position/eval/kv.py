@@ -50,6 +50,12 @@ def run_kv(
 
     ``data`` is a ``kv-retrieval-*_keys`` file (default: the shared file for 75 or 140
     pairs; generated for any other count). ``query_aware`` lists the prompt variants.
+
+    Example::
+
+        result = run_kv(load_model("embedded"), pairs=75, questions=20, out="runs/kv")
+        for row in result.rows:  # prompt: "kv" or "kv_query_aware"
+            row["prompt"], row["position"], row["accuracy"]
     """
     chosen = list(positions) if positions is not None else kv_positions(pairs)
     check_positions(chosen, pairs)
@@ -102,7 +108,15 @@ def kv_instances(
 
 
 def generate_kv(pairs: int, n: int, *, seed: int = 0) -> list[KVInstance]:
-    """``n`` examples of ``pairs`` random UUID pairs each, the queried pair first."""
+    """``n`` examples of ``pairs`` random UUID pairs each, the queried pair first.
+
+    Example:
+        >>> examples = generate_kv(3, 2, seed=0)
+        >>> len(examples), len(examples[0].records), examples[0].gold_index, examples[0].id
+        (2, 3, 0, 'kv-3-seed0:1')
+        >>> examples[0].records[0] == (examples[0].key, examples[0].value)
+        True
+    """
     rng = random.Random(seed)
     instances = []
     for i in range(n):

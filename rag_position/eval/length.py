@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from rag_position.data.synthetic import SyntheticInstance, make_varsum
@@ -60,7 +61,15 @@ def run_length(
     ``out``. ``questions`` examples per setting (default 20). ``summed=1`` turns the sum
     into a lookup of one variable: a model too small to add still shows what length
     does to its retrieval. ``max_new_tokens`` bounds each answer, ``recite_tokens`` the
-    recitation."""
+    recitation.
+
+    Example::
+
+        result = run_length(load_model("embedded"), filler_tokens=(0, 1000), questions=10,
+                            out="runs/length")
+        for row in result.rows:  # strategy: "direct" or "recite"
+            row["strategy"], row["setting"], row["accuracy"]
+    """
     check_questions(questions)
     unknown = [f for f in fillers if f not in FILLERS]
     if unknown or not fillers:
@@ -118,7 +127,7 @@ def length_section(
                 Job(
                     Key(TASK, ctx.label, "direct", inst.id, setting),
                     inst.answers,
-                    lambda prompt=prompt: Prepared(prompt=prompt),
+                    partial(Prepared, prompt=prompt),
                     fields,
                 )
             )
@@ -126,7 +135,7 @@ def length_section(
                 Job(
                     Key(TASK, ctx.label, "recite", inst.id, setting),
                     inst.answers,
-                    lambda inst=inst: _recite(ctx, inst, recite_tokens),
+                    partial(_recite, ctx, inst, recite_tokens),
                     fields,
                 )
             )

@@ -120,7 +120,15 @@ def multidoc_jobs(
     sandwich: bool = False,
     baselines: bool = True,
 ) -> list[Job]:
-    """One job per (question, gold position), plus closed-book and oracle per question."""
+    """One job per (question, gold position), plus closed-book and oracle per question.
+
+    Example::
+
+        ctx = open_context(load_model("embedded"), "runs/md")
+        jobs = multidoc_jobs(ctx, load_multidoc(None, docs=10, questions=5), positions=[0, 9])
+        len(jobs), jobs[0].key.setting        # 20, "docs=10 gold=0 prompt=qa"
+        records = ctx.run(jobs, desc="multidoc")
+    """
     k = dataset.docs
     chosen = list(positions) if positions is not None else paper_positions(k)
     check_positions(chosen, k)
@@ -154,7 +162,15 @@ def multidoc_section(
     baselines: bool = True,
     name: str = "multidoc",
 ) -> Section:
-    """Run the sweep's jobs in ``ctx`` and summarise them as a report section."""
+    """Run the sweep's jobs in ``ctx`` and summarise them as a report section.
+
+    Example::
+
+        ctx = open_context(load_model("embedded"), "runs/md")
+        section = multidoc_section(ctx, load_multidoc(None, docs=10, questions=20))
+        [(row["setting"], row["accuracy"]) for row in section.rows]
+        section.figures  # the accuracy-by-position plot, written beside the predictions
+    """
     jobs = multidoc_jobs(
         ctx,
         dataset,

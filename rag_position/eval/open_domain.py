@@ -47,7 +47,15 @@ def run_open_domain(
     embedder: Any = None,
     command: str | None = None,
 ) -> EvalResult:
-    """Recall and reader accuracy at each k for the first ``questions`` of ``data``."""
+    """Recall and reader accuracy at each k for the first ``questions`` of ``data``.
+
+    Example::
+
+        result = run_open_domain(load_model("embedded"), ks=(5, 10, 20), retriever="bm25",
+                                 questions=50, out="runs/open-domain")
+        for row in result.rows:  # strategy: "retriever-recall" or "reader"
+            row["strategy"], row["setting"], row["accuracy"]
+    """
     if retriever not in ("dense", "bm25"):
         raise EvalConfigError(f"--retriever must be 'dense' or 'bm25', got {retriever!r}")
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):

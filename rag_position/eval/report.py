@@ -20,7 +20,13 @@ REPORT_MD = "report.md"
 
 @dataclass
 class Table:
-    """A Markdown table: ``headers`` and already formatted ``cells``."""
+    """A Markdown table: ``headers`` and already formatted ``cells``.
+
+    Example:
+        >>> table = Table("Accuracy (%)", ["setting", "accuracy"], [["gold at 0", "50.0"]])
+        >>> table.headers, table.cells[0]
+        (['setting', 'accuracy'], ['gold at 0', '50.0'])
+    """
 
     title: str
     headers: Sequence[str]
@@ -29,7 +35,14 @@ class Table:
 
 @dataclass
 class Section:
-    """What one task contributes to a report: its summary rows, tables, plots and notes."""
+    """What one task contributes to a report: its summary rows, tables, plots and notes.
+
+    Example:
+        >>> rows = [{"strategy": "baseline", "setting": "gold=0", "accuracy": 0.5}]
+        >>> section = Section(title="Demo", task="demo", rows=rows, notes=["20 questions"])
+        >>> section.rows[0]["accuracy"], section.tables, section.notes
+        (0.5, [], ['20 questions'])
+    """
 
     title: str
     task: str
@@ -42,7 +55,14 @@ class Section:
 
 @dataclass(frozen=True)
 class EvalResult:
-    """What a task run returns: its summary rows and where everything was written."""
+    """What a task run returns: its summary rows and where everything was written.
+
+    Example::
+
+        result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
+        result.row(setting="closedbook")["accuracy"], len(result.rows)
+        result.report, result.summary_csv, result.predictions  # paths in result.out
+    """
 
     out: Path
     sections: list[Section]
@@ -72,7 +92,16 @@ def write_report(
     command: str,
     settings: Mapping[str, Any],
 ) -> EvalResult:
-    """Write ``summary.json``, ``summary.csv`` and ``report.md`` into ``out`` (beside the plots)."""
+    """Write ``summary.json``, ``summary.csv`` and ``report.md`` into ``out`` (beside the plots).
+
+    Example:
+        >>> import tempfile
+        >>> section = Section("Demo", "demo", rows=[{"setting": "x", "accuracy": 0.5}])
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     result = write_report(Path(tmp), [section], title="Demo", command="x", settings={})
+        ...     print(result.report.read_text().splitlines()[0], result.row(setting="x"))
+        # Demo {'setting': 'x', 'accuracy': 0.5}
+    """
     out.mkdir(parents=True, exist_ok=True)
     payload = {
         "title": title,

@@ -27,7 +27,15 @@ def open_context(
     concurrency: int = 1,
     progress: bool | None = None,
 ) -> RunContext:
-    """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present)."""
+    """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present).
+
+    Example::
+
+        ctx = open_context(load_model("embedded"), "runs/demo", max_new_tokens=32)
+        dataset = load_multidoc(None, docs=10, questions=5)
+        section = multidoc_section(ctx, dataset, positions=[0, 9])
+        ctx.store.path  # runs/demo/predictions.jsonl
+    """
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     return RunContext(

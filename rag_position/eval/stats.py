@@ -64,6 +64,13 @@ def summarize(
     value (e.g. the question log-likelihood of the gauge). ``metric(record)`` in
     ``[0, 1]`` replaces the record's ``correct`` flag as what ``accuracy`` averages
     (e.g. the share of needle values recalled).
+
+    Example:
+        >>> key = {"task": "demo", "model": "m", "strategy": "baseline", "setting": "gold=0"}
+        >>> records = [{**key, "correct": c} for c in (True, False, True, True)]
+        >>> row = summarize(records)[0]
+        >>> row["n"], row["accuracy"], row["ci_low"] <= 0.75 <= row["ci_high"]
+        (4, 0.75, True)
     """
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
     for record in records:

@@ -40,7 +40,14 @@ REGISTRY_ATTRIBUTE = "STRATEGIES"
 
 
 class Strategy(Protocol):
-    """Given an instance (gold placed, passages in retriever order) and the model."""
+    """Given an instance (gold placed, passages in retriever order) and the model.
+
+    Example::
+
+        for name, strategy in available_strategies().items():
+            prepared = strategy.prepare(instance, load_model("embedded"), seed=0)
+            name, prepared.prompt or prepared.answer, prepared.cost
+    """
 
     @property
     def name(self) -> str:
@@ -54,7 +61,16 @@ class Strategy(Protocol):
 
 @dataclass(frozen=True)
 class OrderStrategy:
-    """A zero-cost strategy that only reorders passages (no model call)."""
+    """A zero-cost strategy that only reorders passages (no model call).
+
+    Example:
+        >>> from rag_position.passages import Passage
+        >>> docs = (Passage("Rome is in Italy."), Passage("Paris is in France."))
+        >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=1)
+        >>> flip = OrderStrategy("reversed", lambda instance, seed: list(instance.passages)[::-1])
+        >>> flip.prepare(inst, model=None, seed=0).info
+        {'gold_at': 0}
+    """
 
     name: str
     order: Callable[[QAInstance, int], list[Passage]]
@@ -68,7 +84,17 @@ class OrderStrategy:
 
 @dataclass(frozen=True)
 class RegisteredStrategy:
-    """A strategy from the ``rag_position.strategies`` registry, called as documented above."""
+    """A strategy from the ``rag_position.strategies`` registry, called as documented above.
+
+    Example:
+        >>> from rag_position.passages import Passage
+        >>> from rag_position.strategies import STRATEGIES
+        >>> docs = tuple(Passage(t) for t in ("Paris is in France.", "Rome.", "Oslo."))
+        >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=0)
+        >>> prepared = RegisteredStrategy("edge", STRATEGIES["edge"]).prepare(inst, None, seed=0)
+        >>> prepared.info, prepared.cost.lm_calls
+        ({'gold_at': 0}, 0)
+    """
 
     name: str
     function: Callable[..., Any]
@@ -97,7 +123,12 @@ class RegisteredStrategy:
 
 
 def builtin_strategies() -> dict[str, Strategy]:
-    """The baselines: retriever order, random order, gold first, gold last."""
+    """The baselines: retriever order, random order, gold first, gold last.
+
+    Example:
+        >>> sorted(builtin_strategies())
+        ['gold_first', 'gold_last', 'random', 'retriever']
+    """
     return {
         "retriever": OrderStrategy("retriever", lambda inst, seed: list(inst.passages)),
         "random": OrderStrategy("random", _random_order),
@@ -112,6 +143,13 @@ def available_strategies(
     """Built-ins, the installed frameworks' reorders, then the registry's (import at call time).
 
     ``options[name]`` are passed to a registered strategy on every call.
+
+    Example:
+        >>> found = available_strategies({"medoid": {"k": 5}})
+        >>> {"retriever", "gold_first", "edge", "medoid"} <= set(found)
+        True
+        >>> found["medoid"].options
+        {'k': 5}
     """
     found: dict[str, Strategy] = builtin_strategies()
     found.update(framework_strategies())

@@ -54,6 +54,12 @@ def run_swim(
     """Run the depth and size tests; ``budget`` defaults to the model's window.
 
     (The window less ``max_new_tokens`` and :data:`TEMPLATE_ALLOWANCE`.)
+
+    Example::
+
+        result = run_swim(load_model("embedded"), budget=1000, questions=20, out="runs/swim")
+        for row in result.rows:  # test: "depth" or "size", percent: 0, 25, ..., 100
+            row["test"], row["percent"], row["accuracy"]
     """
     count = getattr(model, "count_tokens", None)
     if not callable(count):

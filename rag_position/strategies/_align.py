@@ -34,6 +34,13 @@ class StrategyError(RagPositionError, RuntimeError):
     """A model call failed part way through a strategy; ``trace`` holds what was done so far.
 
     The original exception is chained (``__cause__``).
+
+    Example::
+
+        try:
+            result = fact("Who wrote Hamlet?", docs, load_model("embedded"))
+        except StrategyError as err:
+            err.trace.iterations, err.__cause__  # the passes done so far, the original error
     """
 
     def __init__(self, message: str, *, trace: Any) -> None:
@@ -179,6 +186,12 @@ def parse_bullets(text: str) -> list[str]:
     an introducing line ending in ``:`` give nothing; repeated items are kept once.
     Output without bullets gives one item per line. When the last item lacks the final
     punctuation every earlier item has, it was cut off by the token limit and is dropped.
+
+    Example:
+        >>> parse_bullets("Relevant sentences:\\n- Paris is in France.\\n- 2) Rome is in Italy.")
+        ['Paris is in France.', 'Rome is in Italy.']
+        >>> parse_bullets("-")
+        []
     """
     items: list[str] = []
     seen: set[str] = set()
@@ -204,7 +217,14 @@ MASK_CHAR = "_"
 @dataclass(frozen=True, kw_only=True)
 class Rewritten:
     """A rewrite step: the new context, and each candidate's span in the old one (``None``
-    where the candidate is not in the context)."""
+    where the candidate is not in the context).
+
+    Example:
+        >>> candidates = ["Rome is in Italy.", "Oslo is in Norway."]
+        >>> step = remove_facts(candidates, "Paris. Rome is in Italy.")
+        >>> step.context, step.spans
+        ('Paris. ', [(7, 24), None])
+    """
 
     context: str
     spans: list[Span | None]
@@ -213,7 +233,13 @@ class Rewritten:
 def remove_facts(
     candidates: Sequence[str], context: str, *, threshold: float = FUZZY_THRESHOLD
 ) -> Rewritten:
-    """Locate each candidate (:func:`locate`) and cut exactly the located spans out."""
+    """Locate each candidate (:func:`locate`) and cut exactly the located spans out.
+
+    Example:
+        >>> context = "Paris is in France. Rome is in Italy. Oslo is in Norway."
+        >>> remove_facts(["Rome is in Italy."], context).context
+        'Paris is in France.  Oslo is in Norway.'
+    """
     return rewrite_facts(candidates, context, mask=False, threshold=threshold)
 
 
@@ -221,7 +247,14 @@ def mask_facts(
     candidates: Sequence[str], context: str, *, threshold: float = FUZZY_THRESHOLD
 ) -> Rewritten:
     """As :func:`remove_facts`, but overwrite each span with :data:`MASK_CHAR` filler of
-    the same length, so the context keeps its length and layout."""
+    the same length, so the context keeps its length and layout.
+
+    Example:
+        >>> context = "Paris is in France. Rome is in Italy."
+        >>> step = mask_facts(["Rome is in Italy", "Madrid is in Spain."], context)
+        >>> step.context, step.spans
+        ('Paris is in France. _________________', [(20, 37), None])
+    """
     return rewrite_facts(candidates, context, mask=True, threshold=threshold)
 
 

@@ -31,6 +31,12 @@ class OrderingResult(Generic[T]):
     ``passages[i] is <input>[order[i]]``. What ``scores`` holds is said by each
     strategy (per input passage, or per candidate order). ``prompt`` is the prompt
     to answer with when the strategy prescribes one (the sandwich), else ``None``.
+
+    Example:
+        >>> from rag_position.strategies import edge_reorder
+        >>> result = edge_reorder(["a", "b", "c"])
+        >>> result.passages, result.order, result.cost.lm_calls
+        (['a', 'c', 'b'], [0, 2, 1], 0)
     """
 
     passages: list[T]
@@ -48,6 +54,12 @@ class GaugeResult:
     ``scores[i]`` is the mean log-likelihood of the question's tokens in
     ``prompts[i]``, the prompt of ``orders[i]``; ``spans[i]`` is the question's
     character span in it and ``span_scores[i]`` the scorer's full answer.
+
+    Example::
+
+        g = question_likelihood("Who wrote Hamlet?", docs, load_model("embedded"),
+                                orders=[[0, 1], [1, 0]])
+        g.scores[g.best], g.orders[g.best], g.span_scores[0].n_tokens, g.cost.lm_calls
     """
 
     scores: list[float]

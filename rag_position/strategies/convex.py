@@ -43,6 +43,12 @@ class ConvexScoreResult(OrderingResult[T]):
     position ``p`` (NaN where no scored prompt put it there); ``edge`` and
     ``curvature`` are E(d) and C(d) (NaN where undefined, and for the authors'
     variant); ``orders`` and ``prompt_scores`` are the scored prompts.
+
+    Example::
+
+        result = convex_score("Who wrote Hamlet?", docs, load_model("embedded"))
+        result.gold, result.scores[result.gold], result.order  # gold candidate, its score
+        result.likelihoods[result.gold], result.cost.lm_calls  # its curve over positions
     """
 
     gold: int | None
@@ -167,6 +173,12 @@ def convex_design(
     measured where a weighted term needs it scores ``-inf`` (it cannot be the gold
     candidate). ``design="authors"``: N base orders (N² prompts), each (passage,
     position) pair measured N times under different arrangements of the others.
+
+    Example:
+        >>> convex_design(3)  # every passage at every position once
+        [[1, 2, 0], [2, 0, 1], [0, 1, 2]]
+        >>> len(convex_design(4, n_base_orders=2)), len(convex_design(4, n_orders=2))
+        (8, 2)
     """
     check_count(n, "n")
     check_count(n_base_orders, "n_base_orders")

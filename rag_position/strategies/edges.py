@@ -57,6 +57,14 @@ def edge_reorder(
     passages by them, highest first (stable, missing last), as a user would before
     calling the framework. ``result.scores``: the per-passage scores used (NaN for
     missing), ``[]`` when the order alone was used. Always zero cost.
+
+    Example:
+        >>> edge_reorder(["a", "b", "c", "d", "e"]).passages  # "a" most relevant
+        ['a', 'c', 'e', 'd', 'b']
+        >>> edge_reorder(["a", "b", "c", "d"], mode="haystack").passages
+        ['a', 'c', 'd', 'b']
+        >>> edge_reorder(["a", "b", "c"], scores=[0.1, 0.9, 0.5], mode="llamaindex").order
+        [1, 0, 2]
     """
     if mode not in ("langchain", "llamaindex", "haystack"):
         raise ValueError(f"`mode` must be 'langchain', 'llamaindex' or 'haystack', got {mode!r}")

@@ -58,7 +58,14 @@ class FactIteration:
     """One retrieve/rewrite pass. ``raw`` is the model's output (``None`` for a custom
     retrieve); ``new_facts`` the located texts not found before; ``duplicates`` the
     candidates matching facts already found (also when an earlier pass removed them);
-    ``hallucinated`` the other candidates not in the context."""
+    ``hallucinated`` the other candidates not in the context.
+
+    Example::
+
+        result = fact("Which cities are capitals?", docs, load_model("embedded"))
+        for it in result.trace.iterations:
+            it.candidates, it.new_facts, it.duplicates, it.hallucinated
+    """
 
     raw: str | None
     candidates: list[str]
@@ -73,7 +80,14 @@ class FactTrace:
     """Every pass, why the loop stopped (``"nothing_new"``, ``"max_iterations"``,
     ``"stop"``, ``"context_exhausted"``; ``""`` when it did not finish), the answer
     prompt (``None`` when not answering) and whether it used the full context because
-    no fact was found."""
+    no fact was found.
+
+    Example::
+
+        trace = fact("Which cities are capitals?", docs, load_model("embedded")).trace
+        len(trace.iterations), trace.stopped_because, trace.hallucinations
+        trace.answer_prompt, trace.fell_back
+    """
 
     iterations: list[FactIteration]
     stopped_because: str = ""
@@ -88,7 +102,13 @@ class FactTrace:
 @dataclass(frozen=True, kw_only=True)
 class FactResult:
     """``facts`` in their order in the original context; ``answer`` is ``""`` when
-    ``answer=False`` was asked."""
+    ``answer=False`` was asked.
+
+    Example::
+
+        result = fact("Which cities are capitals?", docs, load_model("embedded"))
+        result.answer, result.facts, result.trace.stopped_because, result.cost.lm_calls
+    """
 
     answer: str
     facts: list[str]
@@ -123,6 +143,15 @@ def fact(
     their original order (plus the full context if ``with_context``); with no fact
     found it uses the full context (``trace.fell_back``). A failed model call raises
     :class:`StrategyError` with the trace so far.
+
+    Example::
+
+        model = load_model("embedded")
+        docs = ["Paris is the capital of France.", "Rome is the capital of Italy."]
+        result = fact("Which cities are capitals?", docs, model, max_iterations=2)
+        result.answer          # one generation from the collected facts
+        result.facts           # the located facts, in context order
+        result.trace.stopped_because, result.trace.hallucinations, result.cost.lm_calls
     """
     check_question(question)
     check_count(max_iterations, "max_iterations")
@@ -184,7 +213,15 @@ def fact(
 
 def embedding_retrieve(embedder: Embedder, top_k: int = 3) -> Retrieve:
     """A vector-search ``retrieve``: the ``top_k`` sentences of the context closest to the
-    question by cosine similarity (``embedder`` rows are unit vectors), best first."""
+    question by cosine similarity (``embedder`` rows are unit vectors), best first.
+
+    Example::
+
+        retrieve = embedding_retrieve(load_embedder("embedded"), top_k=2)
+        retrieve("Who wrote Hamlet?", context)  # the 2 closest sentences of context
+        result = fact("Who wrote Hamlet?", context, load_model("embedded"), retrieve=retrieve)
+        result.facts, result.answer
+    """
     check_count(top_k, "top_k")
 
     def retrieve(question: str, context: str) -> list[str]:
@@ -205,7 +242,16 @@ def needle_retrieve(
     """FACT's ``retrieve`` for RULER-style needle tasks: the published needle prompt
     (:func:`~rag_position.prompts.render_fact_needle`) on ``generator``, each distinct
     number of the reply a candidate (located on word boundaries, it grows to its
-    sentence). Its calls count in the cost when the generator keeps ``usage``."""
+    sentence). Its calls count in the cost when the generator keeps ``usage``.
+
+    Example::
+
+        model = load_model("embedded")
+        question = "What are all the special magic numbers for apple?"
+        retrieve = needle_retrieve(model, "apple", max_new_tokens=64)  # "apple": the key
+        result = fact(question, haystack, model, retrieve=retrieve, answer=False)
+        result.facts, result.trace.iterations[0].candidates  # found sentences, numbers asked
+    """
 
     def retrieve(question: str, context: str) -> list[str]:
         prompt = render_fact_needle(context, query, template=template)

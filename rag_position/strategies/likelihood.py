@@ -30,7 +30,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, kw_only=True)
 class SelectionResult(OrderingResult[T]):
-    """``scores[i]`` is the question likelihood of candidate ``orders[i]``; ``best`` won."""
+    """``scores[i]`` is the question likelihood of candidate ``orders[i]``; ``best`` won.
+
+    Example::
+
+        result = likelihood_selection("Who wrote Hamlet?", docs, load_model("embedded"))
+        result.orders[result.best] == result.order, result.scores[result.best], result.cost
+    """
 
     orders: list[list[int]]
     best: int | None

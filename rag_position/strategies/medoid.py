@@ -53,7 +53,13 @@ TIE_TOLERANCE = 1e-6
 @dataclass(frozen=True, kw_only=True)
 class MedoidTrace:
     """The prompts, the answers judged absent, the answers that took part in the vote
-    (``voters``) and the index of the winner (``-1`` when unfinished)."""
+    (``voters``) and the index of the winner (``-1`` when unfinished).
+
+    Example::
+
+        trace = medoid_vote(question, docs, load_model("embedded"), load_embedder()).trace
+        trace.chosen, trace.voters, trace.absent, len(trace.prompts)
+    """
 
     prompts: list[str]
     absent: list[int]
@@ -64,7 +70,13 @@ class MedoidTrace:
 @dataclass(frozen=True, kw_only=True)
 class MedoidResult:
     """``answers[i]`` was generated from ``orders[i]``; ``similarities[i]`` is its summed
-    cosine similarity to the other voters (``None`` for an answer that did not vote)."""
+    cosine similarity to the other voters (``None`` for an answer that did not vote).
+
+    Example::
+
+        result = medoid_vote(question, docs, load_model("embedded"), load_embedder(), k=3)
+        result.answer, result.answers, result.orders, result.similarities, result.cost.lm_calls
+    """
 
     answer: str
     answers: list[str]
@@ -96,6 +108,14 @@ def medoid_vote(
     the paper's control, which only resamples (it needs ``temperature > 0`` when
     ``k > 1``; each sample is its own call, seeded ``seed + i``). A failed model call
     raises :class:`StrategyError` with the trace so far.
+
+    Example::
+
+        model, embedder = load_model("embedded"), load_embedder("embedded")
+        docs = ["Paris is the capital of France.", "Rome is the capital of Italy."]
+        result = medoid_vote("What is the capital of France?", docs, model, embedder, k=3)
+        result.answer                              # the medoid of the 3 answers
+        result.answers[result.trace.chosen] == result.answer, result.cost.lm_calls
     """
     check_question(question)
     check_count(k, "k")

@@ -49,6 +49,14 @@ def profile_reorder(
     :class:`PositionProfile` or its JSON file) is interpolated to the number of
     passages. Ties go to the earlier passage. ``result.scores``: the relevance used
     (``[]`` for the given order); ``details["relevance"]`` says which.
+
+    Example:
+        >>> from rag_position.strategies import PositionProfile
+        >>> profile = PositionProfile([0.2, 0.1, 0.5])  # reads the last position best
+        >>> r = profile_reorder("Who wrote Hamlet?", ["a", "b", "c"], profile=profile,
+        ...                     scores=[0.9, 0.1, 0.5])
+        >>> r.passages, r.details["relevance"]
+        (['c', 'b', 'a'], 'scores')
     """
     check_question(question)
     prof = as_profile(profile)

@@ -122,6 +122,14 @@ def estimate_profile(
     ``place_gold`` does); every prompt goes to the scorer in one batched call
     (N prompts per instance, no generation). Positions not measured are filled by
     linear interpolation. ``model`` defaults to the scorer's ``name``.
+
+    Example::
+
+        model = load_model("embedded")
+        docs = ["Hamlet is a tragedy by Shakespeare.", "Paris is in France.", "Rome is in Italy."]
+        profile = estimate_profile(model, [("Who wrote Hamlet?", docs, 0)])
+        profile.values, profile.ranking()  # mean question log-likelihood, best position first
+        profile.save("embedded-profile.json")  # for profile_reorder(..., profile=...)
     """
     check_template(template, query_aware)
     prompts: list[str] = []

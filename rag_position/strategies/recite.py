@@ -64,7 +64,14 @@ class RecitedBlock:
     """One recited block and what grounding made of it: ``kept`` (exact copy),
     ``replaced`` (by the source text), ``dropped`` (matches nothing) or ``repeated``
     (a source already recited). ``source`` is the passage index (passages given) and
-    ``span`` the character span in the context (plain-string context)."""
+    ``span`` the character span in the context (plain-string context).
+
+    Example::
+
+        result = recite_then_solve(question, docs, load_model("embedded"))
+        for block in result.trace.blocks:
+            block.number, block.status, block.source, block.score
+    """
 
     number: int | None
     text: str
@@ -80,7 +87,13 @@ class ReciteTrace:
     ``"recited"`` (answered from the grounded evidence), ``"fell_back"`` (nothing usable,
     answered from the full context), ``"no_evidence"`` (nothing usable, no answer made)
     or ``"unfinished"`` (a model call failed). ``answer_prompt`` is ``None`` when no
-    answer was generated."""
+    answer was generated.
+
+    Example::
+
+        trace = recite_then_solve(question, docs, load_model("embedded")).trace
+        trace.outcome, trace.raw, trace.exact_rate, trace.fell_back, trace.answer_prompt
+    """
 
     recite_prompt: str
     raw: str | None
@@ -102,7 +115,13 @@ class ReciteTrace:
 
 @dataclass(frozen=True, kw_only=True)
 class ReciteResult:
-    """``recited``: the grounded evidence (exact source text) in context order."""
+    """``recited``: the grounded evidence (exact source text) in context order.
+
+    Example::
+
+        result = recite_then_solve(question, docs, load_model("embedded"))
+        result.answer, [p.text for p in result.recited], result.trace.outcome, result.cost
+    """
 
     answer: str
     recited: list[Passage]
@@ -128,6 +147,14 @@ def recite_then_solve(
     the context. Nothing usable recited: ``fallback="context"`` answers from the full
     context (``trace.fell_back``), ``"none"`` returns ``answer=""`` after one call. A
     failed model call raises :class:`StrategyError` with the trace so far.
+
+    Example::
+
+        model = load_model("embedded")
+        docs = ["Paris is the capital of France.", "Rome is the capital of Italy."]
+        result = recite_then_solve("What is the capital of France?", docs, model)
+        result.answer, result.recited         # the answer, the grounded evidence passages
+        result.trace.outcome, result.trace.exact_rate, result.cost.lm_calls
     """
     check_question(question)
     if fallback not in ("context", "none"):

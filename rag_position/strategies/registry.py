@@ -47,7 +47,14 @@ from rag_position.strategies.sandwich import sandwich
 
 
 class Strategy(Protocol):
-    """The uniform signature of a registered strategy."""
+    """The uniform signature of a registered strategy.
+
+    Example:
+        >>> strategy: Strategy = STRATEGIES["sandwich"]
+        >>> result = strategy("Who wrote Hamlet?", ["doc a", "doc b"], scorer=None, generator=None)
+        >>> result.order, result.prompt is not None
+        ([0, 1], True)
+    """
 
     def __call__(
         self,
@@ -61,7 +68,15 @@ class Strategy(Protocol):
 
 
 def get_strategy(name: str) -> Strategy:
-    """The strategy registered as ``name``; ``ValueError`` lists the names known."""
+    """The strategy registered as ``name``; ``ValueError`` lists the names known.
+
+    Example:
+        >>> edge = get_strategy("edge")
+        >>> edge("Who wrote Hamlet?", ["a", "b", "c"]).passages
+        ['a', 'c', 'b']
+        >>> "medoid" in STRATEGIES  # every name get_strategy knows
+        True
+    """
     try:
         return STRATEGIES[name]
     except KeyError:

@@ -47,6 +47,13 @@ def sandwich_prompt(
     without the ``\\nAnswer:`` cue, to send as the user turn
     (:data:`CHAT_SANDWICH_TEMPLATE`). ``template`` replaces either; it needs
     ``{question}`` and ``{search_results}``. No passages: ``ValueError``.
+
+    Example:
+        >>> prompt = sandwich_prompt("Who wrote Hamlet?", ["Hamlet is a play by Shakespeare."])
+        >>> prompt.count("Question: Who wrote Hamlet?"), prompt.endswith("\\nAnswer:")
+        (2, True)
+        >>> sandwich_prompt("Who wrote Hamlet?", ["Hamlet ..."], chat=True).endswith("Answer:")
+        False
     """
     check_question(question)
     if template is not None and chat:
@@ -68,6 +75,11 @@ def sandwich(
     """The sandwich as a strategy: the order unchanged, ``prompt`` the sandwich prompt.
 
     No passages: an empty result with ``prompt=None``. Zero cost.
+
+    Example:
+        >>> result = sandwich("Who wrote Hamlet?", ["doc a", "doc b"])
+        >>> result.order, result.prompt.count("Who wrote Hamlet?"), result.cost.lm_calls
+        ([0, 1], 2, 0)
     """
     check_question(question)
     items = check_passages(passages)

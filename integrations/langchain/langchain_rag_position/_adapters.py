@@ -268,7 +268,10 @@ class LangChainGenerator:
             update["temperature"] = temperature
         if seed is not None and "seed" in fields:
             update["seed"] = seed
-        return self.llm.model_copy(update=update) if update else self.llm
+        if not update:
+            return self.llm
+        copied: Runnable[Any, Any] = self.llm.model_copy(update=update)  # type: ignore[attr-defined]
+        return copied
 
     def generate(
         self,
@@ -360,7 +363,8 @@ class LangChainEmbedder:
                 f"{type(self.embeddings).__name__} gave text {bad[0]} a zero or non-finite "
                 "vector, which has no cosine similarity"
             )
-        return (rows / norms[:, None]).astype(np.float32)
+        unit: npt.NDArray[np.float32] = (rows / norms[:, None]).astype(np.float32)
+        return unit
 
 
 # ---------------------------------------------------------------------- documents
