@@ -18,3 +18,23 @@ def test_ruff(args: list[str]) -> None:
     assert ruff, "ruff is not installed: bash scripts/setup.sh --dev"
     done = subprocess.run([ruff, *args, "."], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+MYPY_TARGETS = {
+    "core": (ROOT, []),  # [tool.mypy] packages in pyproject.toml
+    "langchain": (ROOT / "integrations/langchain", ["--strict", "-p", "langchain_rag_position"]),
+    "llama_index": (
+        ROOT / "integrations/llama_index",
+        ["--strict", "--explicit-package-bases", "-p", "llama_index.postprocessor.rag_position"],
+    ),
+}
+
+
+@pytest.mark.parametrize("target", list(MYPY_TARGETS))
+def test_mypy_strict(target: str) -> None:
+    """The core and both integrations type-check under mypy --strict (mypy pinned in [dev])."""
+    cwd, args = MYPY_TARGETS[target]
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", *args], cwd=cwd, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
