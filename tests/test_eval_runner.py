@@ -272,3 +272,26 @@ def test_compare_baselines_and_the_registry_hook(
     assert len(calls) == 2 * 12
     with pytest.raises(EvalConfigError, match="unknown"):
         run_compare(Scripted(), data=data, strategies=["nope"], out=tmp_path)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 10, 11])
+def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: int) -> None:
+    """compare's langchain_reorder / llamaindex_reorder run the frameworks' own classes; their
+    outputs equal our edge_reorder modes on the same inputs (CI installs both frameworks)."""
+    from rag_position.data import QAInstance
+    from rag_position.eval.strategies import framework_strategies
+    from rag_position.passages import Passage
+    from rag_position.strategies import edge_reorder
+
+    pytest.importorskip("langchain_community", reason="the langchain [test] extra installs it")
+    pytest.importorskip("llama_index.core", reason="the llama_index package installs it")
+    passages = tuple(Passage(f"text {i}", title=f"t{i}") for i in range(k))
+    instance = QAInstance("q?", ("a",), passages, gold_index=0, id=f"i{k}")
+    found = framework_strategies()
+    assert set(found) == {"langchain_reorder", "llamaindex_reorder"}
+    for name, mode in (("langchain_reorder", "langchain"), ("llamaindex_reorder", "llamaindex")):
+        out = found[name].order(instance, 0)  # type: ignore[attr-defined]
+        expected = edge_reorder(list(passages), mode=mode)
+        if mode == "llamaindex":  # scored by rank, as the baseline does
+            expected = edge_reorder(list(passages), scores=[k - i for i in range(k)], mode=mode)
+        assert [p.title for p in out] == [p.title for p in expected.passages], name

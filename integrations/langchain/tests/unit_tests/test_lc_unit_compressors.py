@@ -207,6 +207,19 @@ def test_edge_transformer_equals_long_context_reorder(n: int) -> None:
         check_annotated(annotated, docs, "edge")
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7, 10, 13])
+def test_edge_transformer_equals_the_installed_long_context_reorder(n: int) -> None:
+    """Parity with the class users replace (langchain-community, in the [test] extra)."""
+    from langchain_community.document_transformers import LongContextReorder
+
+    docs = make_docs(n)
+    expected = LongContextReorder().transform_documents(list(docs))
+    plain = EdgeReorderTransformer(metadata_key=None).transform_documents(docs)
+    assert [id(d) for d in plain] == [id(d) for d in expected]
+    by_compressor = EdgeReorder(mode="langchain").compress_documents(docs, "q")
+    assert [d.id for d in by_compressor] == [d.id for d in expected]
+
+
 def test_edge_reorder_with_scores_and_modes() -> None:
     docs = make_docs(5)
     shuffled = [docs[i] for i in (3, 0, 4, 1, 2)]  # relevance_score: 0.7 1.0 0.6 0.9 0.8
