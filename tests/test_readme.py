@@ -39,6 +39,7 @@ def test_pipeline_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -
             "Rome is in Italy.",
         ]
         assert all(d.metadata["rag_position"]["strategy"] == "convex_score" for d in docs)
+        assert capsys.readouterr().out.strip()  # the chain's printed answer
     else:
         response = namespace["response"]
         assert response.source_nodes  # type: ignore[attr-defined]
