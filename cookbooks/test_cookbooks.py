@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_notebooks_are_found_and_stored_without_outputs() -> None:
-    assert len(NOTEBOOKS) >= 3, NOTEBOOKS
+    assert [p.name[:3] for p in NOTEBOOKS] == ["01_", "02_", "03_", "04_", "05_"], NOTEBOOKS
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         first_code = next(c for c in nb.cells if c.cell_type == "code")

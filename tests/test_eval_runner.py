@@ -291,7 +291,7 @@ def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: i
     assert set(found) == {"langchain_reorder", "llamaindex_reorder"}
     for name, mode in (("langchain_reorder", "langchain"), ("llamaindex_reorder", "llamaindex")):
         out = found[name].order(instance, 0)  # type: ignore[attr-defined]
-        expected = edge_reorder(list(passages), mode=mode)
-        if mode == "llamaindex":  # scored by rank, as the baseline does
-            expected = edge_reorder(list(passages), scores=[k - i for i in range(k)], mode=mode)
+        # the llamaindex baseline scores nodes by retriever rank (k, k-1, ...)
+        scores = [k - i for i in range(k)] if mode == "llamaindex" else None
+        expected = edge_reorder(list(passages), scores=scores, mode=mode)
         assert [p.title for p in out] == [p.title for p in expected.passages], name
