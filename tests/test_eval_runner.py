@@ -295,3 +295,65 @@ def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: i
         scores = [k - i for i in range(k)] if mode == "llamaindex" else None
         expected = edge_reorder(list(passages), scores=scores, mode=mode)
         assert [p.title for p in out] == [p.title for p in expected.passages], name
+
+
+class ScriptedScorer(Scripted):
+    """Also a scorer: the question is likelier with the gold passage at either end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scored: list[int] = []
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
+        from rag_position.models.protocols import SpanScore
+
+        self.scored.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            docs = [line for line in prompt.split("\n") if line.startswith("Document [")]
+            at = next((i for i, d in enumerate(docs) if "GOLD" in d), len(docs))
+            ll = 0.0 if at in (0, len(docs) - 1) else -1.0
+            out.append(SpanScore(mean=ll, sum=ll, n_tokens=1))
+        return out
+
+
+def test_compare_random_only_shares_convex_scoring_and_charges_each_variant(
+    data: Path, tmp_path: Path
+) -> None:
+    from rag_position.strategies import PositionProfile
+
+    profile = tmp_path / "profile.json"
+    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
+    model = ScriptedScorer()
+    names = ["convex_score", "convex_score_profile", "convex_score_sandwich"]
+    result = run_compare(
+        model,
+        data=data,
+        strategies=names,
+        gold=["random"],
+        strategy_options={"convex_score_profile": {"profile": profile}},
+        out=tmp_path / "c",
+    )
+    assert {r["task"] for r in result.rows} == {"compare"}  # no sweep: no worst setting asked
+    assert {r["gold"] for r in result.rows} == {"random"}
+    assert model.scored == [K] * 12  # one scoring pass of K rotations per question, shared
+    rows = {r["strategy"]: r for r in result.rows}
+    for name in names:
+        assert rows[name]["lm_calls"] == K + 1, name  # each charged its own scoring + answer
+    # the gold is found every time; first place is read, the profile's last place is read
+    assert rows["convex_score"]["accuracy"] == rows["convex_score_profile"]["accuracy"] == 1.0
+    sandwiches = [p for p in model.prompts if p.count("Question: question") == 2]
+    assert len(sandwiches) == 12
+    with pytest.raises(EvalConfigError, match="--gold"):
+        run_compare(model, data=data, strategies=names, gold=["middle"], out=tmp_path / "c")
+
+
+def test_multidoc_saves_its_position_profile(data: Path, tmp_path: Path) -> None:
+    from rag_position.strategies import PositionProfile
+
+    run_multidoc(Scripted(), data=data, positions=[0, 4, 9], out=tmp_path / "m")
+    profile = PositionProfile.load(tmp_path / "m" / "profile.json")
+    assert profile.source == "eval" and profile.model == "scripted"
+    assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
+    assert profile.values[2] == 0.5  # linear between measured positions
+    assert profile.ranking()[:2] == [0, 9]

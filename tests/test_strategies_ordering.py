@@ -575,6 +575,7 @@ def test_registry_names_and_uniform_calls() -> None:
         "likelihood_selection",
         "convex_score",
         "convex_score_profile",
+        "convex_score_sandwich",
         "edge",
         "sandwich",
     }
@@ -595,6 +596,11 @@ def test_registry_names_and_uniform_calls() -> None:
     )
     assert isinstance(cp, ConvexScoreResult) and cp.passages[3] is docs[2]
     assert get_strategy("sandwich")(QUESTION, docs).prompt == sandwich_prompt(QUESTION, docs)
+    cs = get_strategy("convex_score_sandwich")(QUESTION, docs, scorer=PositionScorer(), seed=3)
+    alone = get_strategy("convex_score")(QUESTION, docs, scorer=PositionScorer(), seed=3)
+    assert cs.passages == alone.passages and cs.passages[0] is docs[2]
+    assert cs.prompt == sandwich_prompt(QUESTION, cs.passages)
+    assert cs.cost.lm_calls == alone.cost.lm_calls == 4
     with pytest.raises(ValueError, match="known"):
         get_strategy("nope")
     with pytest.raises(ValueError, match="scorer"):

@@ -58,6 +58,9 @@ def add_eval_parser(commands: Any) -> None:
     _docs(compare)
     compare.add_argument("--strategies", default=None, help="comma-separated (default: all)")
     compare.add_argument("--worst-position", type=int, default=None, help="skip the sweep")
+    compare.add_argument(
+        "--gold", default="random,worst", help="gold settings: random, worst or both"
+    )
     compare.add_argument("--profile", type=Path, default=None, help="profile JSON for *_profile")
     kv = _task(tasks, "kv", "key-value retrieval: accuracy by position of the queried pair")
     kv.add_argument("--pairs", type=int, default=75, help="pairs per example (75, 140, 300...)")
@@ -135,6 +138,7 @@ def _compare(args: argparse.Namespace, common: dict[str, Any]) -> EvalResult:
         strategies=_names(args.strategies),
         docs=args.docs,
         worst_position=args.worst_position,
+        gold=_names(args.gold) or (),
         strategy_options=options,
         **common,
     )

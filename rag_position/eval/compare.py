@@ -17,20 +17,23 @@ from typing import Any
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Key, Prepared, check_positions, derive_seed
 from rag_position.eval.datasets import MultidocData, load_multidoc
-from rag_position.eval.multidoc import multidoc_section
+from rag_position.eval.multidoc import eval_profile, multidoc_section
 from rag_position.eval.plots import plot_bars
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
 from rag_position.eval.strategies import (
+    SharedScoring,
     Strategy,
     available_strategies,
     framework_strategies,
+    seed_name,
     select_strategies,
 )
 
 TASK = "compare"
+GOLD_SETTINGS = ("random", "worst")
 PathLike = str | os.PathLike[str]
 
 
@@ -42,6 +45,7 @@ def run_compare(
     questions: int | None = None,
     data: PathLike | None = None,
     worst_position: int | None = None,
+    gold: Sequence[str] = GOLD_SETTINGS,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     seed: int = 0,
     out: PathLike = "runs/compare",
@@ -54,7 +58,8 @@ def run_compare(
 ) -> EvalResult:
     """Rank ``strategies`` (default: all available) on ``model``; write the report to ``out``.
 
-    Without ``worst_position`` the run first sweeps the paper's positions (no
+    ``gold``: the settings to run, ``"random"`` and/or ``"worst"``. With ``"worst"``
+    and no ``worst_position`` the run first sweeps the paper's positions (no
     baselines) and takes the worst; its section is part of the report.
     ``strategy_options[name]`` go to a registered strategy on every call (e.g.
     ``{"convex_score_profile": {"profile": "profile.json"}}``).
@@ -66,6 +71,7 @@ def run_compare(
         for row in result.rows:
             row["strategy"], row["setting"], row["accuracy"], row["lm_calls"]
     """
+    gold = check_gold(gold)
     ctx = open_context(
         model,
         out,
@@ -78,7 +84,7 @@ def run_compare(
     dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
     sections: list[Section] = []
     sweep: list[dict[str, Any]] | None = None
-    if worst_position is None:
+    if worst_position is None and "worst" in gold:
         sections.append(multidoc_section(ctx, dataset, baselines=False))
         sweep = sections[-1].rows
     sections.append(
@@ -87,6 +93,7 @@ def run_compare(
             dataset,
             strategies=strategies,
             worst_position=worst_position,
+            gold=gold,
             sweep_rows=sweep,
             strategy_options=strategy_options,
         )
@@ -100,6 +107,7 @@ def run_compare(
             "questions": questions,
             "data": data,
             "worst_position": worst_position,
+            "gold": list(gold) if tuple(gold) != GOLD_SETTINGS else None,
             "seed": seed,
         },
     )
@@ -112,10 +120,16 @@ def compare_section(
     *,
     strategies: Sequence[str] | None = None,
     worst_position: int | None = None,
+    gold: Sequence[str] = GOLD_SETTINGS,
     sweep_rows: Sequence[Mapping[str, Any]] | None = None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Section:
-    """Run every strategy in both settings in ``ctx``; summarise as a report section.
+    """Run every strategy in the ``gold`` settings in ``ctx``; summarise as a report section.
+
+    Each strategy's seed on an instance derives from its seed group's name
+    (:func:`~rag_position.eval.strategies.seed_name`): the ConvexScore variants share
+    one base order, and their scoring is computed once (:class:`SharedScoring`),
+    each still charged its full cost.
 
     Example::
 
@@ -124,31 +138,28 @@ def compare_section(
         section = compare_section(ctx, dataset, strategies=["retriever", "edge"], worst_position=4)
         section.rows, section.tables[0].cells  # summary rows, the Markdown table's cells
     """
+    gold = check_gold(gold)
     k = dataset.docs
     notes: list[str] = []
-    worst = find_worst_position(worst_position, sweep_rows, k, notes)
+    worst = -1
+    if "worst" in gold:
+        worst = find_worst_position(worst_position, sweep_rows, k, notes)
     options = {name: dict(opts) for name, opts in (strategy_options or {}).items()}
     chosen = _choose(strategies, options, sweep_rows, k, ctx.label, notes)
-    settings = [
-        ("random", f"docs={k} gold=random(seed={ctx.seed})"),
-        ("worst", f"docs={k} gold={worst}"),
-    ]
+    every = {
+        "random": f"docs={k} gold=random(seed={ctx.seed})",
+        "worst": f"docs={k} gold={worst}",
+    }
+    settings = [(label, every[label]) for label in gold]
+    model = SharedScoring(ctx.model)
     jobs: list[Job] = []
     for instance in dataset.instances:
         rpos = random.Random(derive_seed(ctx.seed, "gold-position", instance.id)).randrange(k)
-        placed = {"random": place_gold(instance, rpos), "worst": place_gold(instance, worst)}
-        for strategy in chosen:
-            for label, setting in settings:
-                jobs.append(
-                    _job(
-                        ctx,
-                        strategy,
-                        placed[label],
-                        setting,
-                        label,
-                        rpos if label == "random" else worst,
-                    )
-                )
+        position = {"random": rpos, "worst": worst}
+        for label, setting in settings:
+            placed = place_gold(instance, position[label])
+            for strategy in chosen:
+                jobs.append(_job(ctx, model, strategy, placed, setting, label, position[label]))
     rows = summarize(ctx.run(jobs, desc=f"compare k={k}"), seed=ctx.seed)
     figure = "compare-accuracy.png"
     names = {
@@ -196,22 +207,38 @@ def compare_section(
         tables=[Table("Accuracy (%) [95% CI] and mean cost per question", headers, cells)],
         figures=[(figure, "Accuracy by strategy, 95% intervals")],
         notes=notes,
-        settings={"strategies": [s.name for s in chosen], "worst position": worst},
+        settings={
+            "strategies": [s.name for s in chosen],
+            "gold": list(gold),
+            **({"worst position": worst} if "worst" in gold else {}),
+        },
     )
+
+
+def check_gold(gold: Sequence[str]) -> tuple[str, ...]:
+    """The gold settings asked for, checked: a non-empty subset of ``random``, ``worst``."""
+    chosen = tuple(dict.fromkeys(gold))
+    unknown = [g for g in chosen if g not in GOLD_SETTINGS]
+    if not chosen or unknown:
+        raise EvalConfigError(
+            f"--gold: choose from {', '.join(GOLD_SETTINGS)} (comma-separated), got {list(gold)}"
+        )
+    return chosen
 
 
 def _job(
     ctx: RunContext,
+    model: Any,
     strategy: Strategy,
     instance: QAInstance,
     setting: str,
     label: str,
     position: int,
 ) -> Job:
-    seed = derive_seed(ctx.seed, strategy.name, instance.id)
+    seed = derive_seed(ctx.seed, seed_name(strategy.name), instance.id)
 
     def prepare() -> Prepared:
-        return strategy.prepare(instance, ctx.model, seed=seed)
+        return strategy.prepare(instance, model, seed=seed)
 
     return Job(
         Key(TASK, ctx.label, strategy.name, str(instance.id), setting),
@@ -253,7 +280,7 @@ def _choose(
     profile_name = "convex_score_profile"
     wanted = names is None or profile_name in names
     if profile_name not in options and sweep:
-        profile = _eval_profile(sweep, k, model)
+        profile = eval_profile(sweep, k, model)
         if profile is not None:
             options[profile_name] = {"profile": profile}
             if wanted:
@@ -278,25 +305,3 @@ def _choose(
             "let compare run its own sweep (no --worst-position)"
         )
     return select_strategies(list(names), options)
-
-
-def _eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
-    """An eval-measured position profile, interpolated linearly between measured positions."""
-    try:
-        from rag_position.strategies import PositionProfile
-    except ImportError:
-        return None
-    pts = sorted(
-        (int(r["position"]), float(r["accuracy"]))
-        for r in sweep
-        if r.get("kind") == "position" and r.get("docs") == k
-    )
-    if len(pts) < 2:
-        return None
-    values = []
-    for p in range(k):
-        lo = max((q for q in pts if q[0] <= p), default=pts[0])
-        hi = min((q for q in pts if q[0] >= p), default=pts[-1])
-        t = 0.0 if hi[0] == lo[0] else (p - lo[0]) / (hi[0] - lo[0])
-        values.append(lo[1] + t * (hi[1] - lo[1]))
-    return PositionProfile(tuple(values), model=model, source="eval")

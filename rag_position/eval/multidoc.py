@@ -9,7 +9,7 @@ gold position, with 95% bootstrap intervals, is the paper's U-curve.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,13 @@ def run_multidoc(
             "seed": seed,
         },
     )
+    profile = None if ordered_randomly or sandwich else eval_profile(section.rows, docs, ctx.label)
+    if profile is not None:
+        profile.save(ctx.store.path.parent / PROFILE_FILE)
+        section.notes.append(
+            f"{PROFILE_FILE}: this model's accuracy by position (linear between the measured "
+            "positions), for `eval compare --profile` or `convex_score(..., profile=)`"
+        )
     return finish(ctx, [section], title=f"Multi-document QA, {docs} passages", command=call)
 
 
@@ -255,3 +262,40 @@ def _baseline_job(ctx: RunContext, instance: QAInstance, kind: str) -> Job:
         prepare,
         {"kind": kind},
     )
+
+
+PROFILE_FILE = "profile.json"
+
+
+def eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
+    """The position profile a sweep measured (accuracy by gold position), or ``None``.
+
+    Linear between measured positions, flat beyond the outermost; ``None`` with fewer
+    than two positions of ``k`` passages. ``run_multidoc`` saves it as ``profile.json``
+    beside its report, ready for ``eval compare --profile`` or ``convex_score``'s
+    ``profile=``.
+
+    Example:
+        >>> rows = [{"kind": "position", "docs": 5, "position": p, "accuracy": a}
+        ...         for p, a in ((0, 0.2), (2, 0.1), (4, 0.4))]
+        >>> eval_profile(rows, 5, "embedded").values
+        (20.0, 15.0, 10.0, 25.0, 40.0)
+    """
+    try:
+        from rag_position.strategies import PositionProfile
+    except ImportError:  # a registry replaced without it (the eval's own tests do)
+        return None
+    pts = sorted(
+        (int(r["position"]), float(r["accuracy"]))
+        for r in sweep
+        if r.get("kind") == "position" and r.get("docs") == k
+    )
+    if len(pts) < 2:
+        return None
+    values = []
+    for p in range(k):
+        lo = max((q for q in pts if q[0] <= p), default=pts[0])
+        hi = min((q for q in pts if q[0] >= p), default=pts[-1])
+        t = 0.0 if hi[0] == lo[0] else (p - lo[0]) / (hi[0] - lo[0])
+        values.append(lo[1] + t * (hi[1] - lo[1]))
+    return PositionProfile(tuple(values), model=model, source="eval")

@@ -25,7 +25,9 @@ import importlib
 import importlib.util
 import inspect
 import random
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -257,3 +259,86 @@ def _accepts(function: Callable[..., Any], name: str) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == name and p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+SEED_GROUPS: Mapping[str, str] = {
+    "convex_score_profile": "convex_score",
+    "convex_score_sandwich": "convex_score",
+}
+"""Strategies that draw their random choices from another's seed: the ConvexScore
+variants use ``convex_score``'s base order, so they differ only in placement (or
+prompt), a paired comparison, and can share its scoring (:class:`SharedScoring`)."""
+
+
+def seed_name(strategy: str) -> str:
+    """The name a strategy's per-instance seed is derived from (its group, else itself).
+
+    Example:
+        >>> seed_name("convex_score_profile"), seed_name("likelihood_selection")
+        ('convex_score', 'likelihood_selection')
+    """
+    return SEED_GROUPS.get(strategy, strategy)
+
+
+class SharedScoring:
+    """A model whose ``score_spans`` answers a repeated request from memory.
+
+    Strategies of one seed group (:data:`SEED_GROUPS`) score the same prompts for
+    the same instance; the eval computes them once. A replayed call is charged what
+    the original call cost: ``usage`` is the model's own plus every replayed cost,
+    so each strategy still reports what it would cost on its own. Everything else
+    (``generate``, ``name``, ...) is the wrapped model's. The memory keeps the last
+    ``size`` requests (one instance's, in practice).
+
+    Example:
+        >>> from rag_position.models.protocols import SpanScore
+        >>> class Counting:
+        ...     calls = 0
+        ...     def score_spans(self, prompts, spans):
+        ...         self.calls += 1
+        ...         return [SpanScore(-1.0, -1.0, 1) for _ in prompts]
+        >>> model = Counting()
+        >>> shared = SharedScoring(model)
+        >>> shared.score_spans(["a b"], [(2, 3)]) == shared.score_spans(["a b"], [(2, 3)])
+        True
+        >>> model.calls, shared.usage.lm_calls
+        (1, 2)
+    """
+
+    def __init__(self, model: Any, size: int = 8) -> None:
+        self._model = model
+        self._size = size
+        self._memo: dict[tuple[tuple[str, ...], tuple[Any, ...]], tuple[list[Any], Cost]] = {}
+        self._extra = Cost()  # replayed calls, and computed ones of an unmetered model
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    @property
+    def usage(self) -> Cost:
+        own = getattr(self._model, "usage", None)
+        return (own if isinstance(own, Cost) else Cost()) + self._extra
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
+        key = (tuple(prompts), tuple(tuple(s) for s in spans))
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None:
+                self._extra = self._extra + hit[1]
+                return list(hit[0])
+        metered = isinstance(getattr(self._model, "usage", None), Cost)
+        before = self._model.usage if metered else Cost()
+        start = time.perf_counter()
+        results = list(self._model.score_spans(prompts, spans))
+        if metered:
+            cost = self._model.usage - before
+        else:
+            cost = Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
+            with self._lock:
+                self._extra = self._extra + cost
+        with self._lock:
+            self._memo[key] = (results, cost)
+            while len(self._memo) > self._size:
+                del self._memo[next(iter(self._memo))]
+        return list(results)

@@ -7,21 +7,20 @@ answer with ``result.prompt`` when it is set (the sandwich), else with the usual
 prompt rendered from ``result.passages``; ``result.cost`` is what choosing the
 order spent. ``options`` go to the underlying function.
 
-=======================  ==============================================  =======
-name                     calls                                           needs
-=======================  ==============================================  =======
-``retriever``            the given order (the baseline), zero cost       --
-``likelihood_selection`` :func:`likelihood_selection`                    scorer
-``convex_score``         :func:`convex_score` (``placement="first"``)    scorer
-``convex_score_profile`` :func:`convex_score` (``placement="profile"``)  scorer,
-                                                                         profile=
-``edge``                 :func:`edge_reorder` (``mode="langchain"``)     --
-``sandwich``             the given order, ``prompt`` = query-aware       --
-``fact``                 :func:`fact` (answers by itself)                generator
-``recite``               :func:`recite_then_solve` (answers by itself)   generator
-``medoid``               :func:`medoid_vote` (``k=3``)                   generator,
-                                                                         embedder
-=======================  ==============================================  =======
+=========================  ==================================================  ===================
+name                       calls                                               needs
+=========================  ==================================================  ===================
+``retriever``              the given order (the baseline), zero cost           --
+``likelihood_selection``   :func:`likelihood_selection`                        scorer
+``convex_score``           :func:`convex_score` (``placement="first"``)        scorer
+``convex_score_profile``   :func:`convex_score` (``placement="profile"``)      scorer, profile=
+``convex_score_sandwich``  ``convex_score``'s order, ``prompt`` = query-aware  scorer
+``edge``                   :func:`edge_reorder` (``mode="langchain"``)         --
+``sandwich``               the given order, ``prompt`` = query-aware           --
+``fact``                   :func:`fact` (answers by itself)                    generator
+``recite``                 :func:`recite_then_solve` (answers by itself)       generator
+``medoid``                 :func:`medoid_vote` (``k=3``)                       generator, embedder
+=========================  ==================================================  ===================
 
 The generation-side entries return their own result (``.answer``, ``.trace``,
 ``.cost``) rather than an order: the eval takes ``.answer`` as the prediction.
@@ -31,6 +30,7 @@ The generation-side entries return their own result (``.answer``, ``.trace``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -43,7 +43,7 @@ from rag_position.strategies.fact import FactResult, fact
 from rag_position.strategies.likelihood import likelihood_selection
 from rag_position.strategies.medoid import MedoidResult, medoid_vote
 from rag_position.strategies.recite import ReciteResult, recite_then_solve
-from rag_position.strategies.sandwich import sandwich
+from rag_position.strategies.sandwich import sandwich, sandwich_prompt
 
 
 class Strategy(Protocol):
@@ -144,6 +144,30 @@ def _convex_score_profile(
     return convex_score(question, passages, scorer, seed=seed, **options)
 
 
+def _convex_score_sandwich(
+    question: str,
+    passages: Sequence[Any],
+    *,
+    scorer: Scorer | None = None,
+    generator: Generator | None = None,
+    seed: int = 0,
+    chat: bool = False,
+    **options: Any,
+) -> OrderingResult[Any]:
+    """ConvexScore's order, answered with the query sandwich of that order.
+
+    The likelihoods are scored on the plain qa prompt (the question only at the end:
+    with it also before the passages, its likelihood at the end measures copying, not
+    reading), so this costs exactly what ``convex_score`` costs.
+    """
+    options.setdefault("placement", "first")
+    scorer = _need_scorer("convex_score_sandwich", scorer)
+    result = convex_score(question, passages, scorer, seed=seed, **options)
+    if not result.passages:
+        return result
+    return replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
+
+
 def _edge(
     question: str,
     passages: Sequence[Any],
@@ -242,6 +266,7 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
         "convex_score_profile": _convex_score_profile,
         "edge": _edge,
         "sandwich": _sandwich,
+        "convex_score_sandwich": _convex_score_sandwich,
         "fact": _fact,
         "recite": _recite,
         "medoid": _medoid,
