@@ -443,3 +443,25 @@ def test_a_failing_generator_surfaces_the_partial_trace() -> None:
     with pytest.raises(StrategyError) as info:
         medoid_vote(QUESTION, DOCS, Scripted(["a"] * 3, fail_at=0), WordEmbedder(VOCAB), k=3)
     assert len(info.value.trace.prompts) == 3 and info.value.trace.chosen == -1
+
+
+def test_fuzzy_alignment_never_changes_a_number() -> None:
+    """A miscopied value is a different fact: not found at its neighbour, not repaired."""
+    needles = "\n".join(f"One of the magic numbers for ember is: {v}." for v in (7838146, 1983963))
+    first, second = needles.split("\n")
+    assert locate(first, needles) == (0, len(first))
+    assert locate("One of the magic numbers for ember is: 7838145.", needles) is None
+    fuzzy = locate("One of the magic numbers for amber is: 1983963", needles)
+    assert fuzzy is not None and needles[slice(*fuzzy)] == second
+    gen = Scripted(
+        ["- One of the magic numbers for ember is: 7838147.\n- One of the magic numbers "
+         "for ember is: 1983963.", "", "1983963"]
+    )  # fmt: skip
+    result = fact("Magic numbers for ember?", needles, gen, max_iterations=2)
+    assert result.facts == ["One of the magic numbers for ember is: 1983963."]
+    assert result.trace.hallucinations == 1
+    lines = "ABCD = 45.\nEFGH = 12."
+    gen = Scripted(["- ABCD = 46.\n- EFGH == 12.\n", "57"])
+    recited = recite_then_solve("What is ABCD + EFGH?", lines, gen)
+    assert [b.status for b in recited.trace.blocks] == ["dropped", "replaced"]
+    assert [p.text for p in recited.recited] == ["EFGH = 12."]

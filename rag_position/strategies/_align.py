@@ -2,7 +2,10 @@
 
 Text alignment: locate what a model copied (or claims to have copied) in the source
 text, exactly first, then fuzzily at sentence level (``difflib`` ratio over
-whitespace- and case-normalised text). Also the context resolution, the metered
+whitespace- and case-normalised text; a fuzzy match must carry the same numbers as
+the candidate: wording may differ, a number may not, so "founded in 1989" is never
+found at "founded in 1998", nor a miscopied value at its neighbour's line). Also the
+context resolution, the metered
 generate call and :class:`StrategyError`, which all three strategies share.
 """
 
@@ -28,6 +31,7 @@ _HEADER = re.compile(r"Document \[\d+\]\(Title: [^)\n]*\) ?")
 _EDGE = " \t\r_"  # whitespace and mask filler are not part of a sentence
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
 _ALNUM = re.compile(r"[^\W_]")
+_NUMBER = re.compile(r"\d+")
 
 
 class StrategyError(RagPositionError, RuntimeError):
@@ -140,8 +144,14 @@ def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> 
     Exact first (the first occurrence on word boundaries, one inside a sentence before
     one in a ``Document [i](Title: t)`` header); an exact fragment of a sentence grows
     to the whole sentence(s) it touches. Else the sentence with the
-    highest ``difflib`` ratio, if it reaches ``threshold``. A candidate with no letter
-    or digit is never found.
+    highest ``difflib`` ratio, if it reaches ``threshold``, among the sentences that
+    hold the candidate's numbers (digit runs, as a multiset) and no others. A candidate
+    with no letter or digit is never found.
+
+    Example:
+        >>> text = "Acme was founded in 1989. Its logo is a red fox."
+        >>> locate("its logo is a red box", text), locate("Acme was founded in 1998.", text)
+        ((26, 48), None)
     """
     cand = candidate.strip()
     if not _ALNUM.search(cand):
@@ -159,9 +169,12 @@ def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> 
     if fallback is not None:
         return fallback
     target = normalize(cand)
+    numbers = sorted(_NUMBER.findall(target))
     best: tuple[float, Span] | None = None
     for span in sentences:
         sent = normalize(text[span[0] : span[1]])
+        if sorted(_NUMBER.findall(sent)) != numbers:
+            continue
         matcher = SequenceMatcher(None, target, sent, autojunk=False)
         if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
             continue
