@@ -18,7 +18,7 @@ from rag_position.data.synthetic import (
     make_varsum,
 )
 from rag_position.eval import EvalConfigError, run_length, run_multifact, run_voting
-from rag_position.eval.multifact import recall
+from rag_position.eval.multifact import needle_values, precision, recall
 
 FILLER = [
     "The river runs past the old mill. Farmers bring their grain in autumn. "
@@ -139,6 +139,16 @@ def test_recall_counts_whole_numbers() -> None:
     assert recall(record) == pytest.approx(2 / 3)
 
 
+def test_precision_counts_only_needle_values() -> None:
+    [inst] = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, count_tokens=words)
+    values = needle_values(inst.context)
+    assert len(values) == 12 and set(inst.answers) <= values
+    other = sorted(values - set(inst.answers))
+    out = f"{inst.answers[0]} {inst.answers[1]} {other[0]} {other[1]} 1999"  # 1999: not a needle
+    assert precision({"prediction": out, "answers": inst.answers}, values) == 0.5
+    assert precision({"prediction": "none", "answers": inst.answers}, values) is None
+
+
 def test_multifact_fact_recall_grows_by_iteration(tmp_path: Path) -> None:
     model = NeedleModel(per_call=3)
     result = run_multifact(
@@ -152,6 +162,7 @@ def test_multifact_fact_recall_grows_by_iteration(tmp_path: Path) -> None:
         calls = [rows[(config, f"fact@{i}")]["lm_calls"] for i in range(1, 5)]
         assert calls == [1.0, 2.0, 3.0, 4.0]  # the 4th pass finds nothing new, and stops
         assert rows[(config, "fact@4")]["hallucinated"] == 0.0
+        assert rows[(config, "fact@4")]["precision"] == 1.0  # only the queried key's values
     # one FACT run per haystack serves fact@1..4: 4 passes + 1 single pass each
     assert len(model.prompts) == 2 * 3 * (4 + 1)
     assert (tmp_path / "multifact-recall-by-iteration.png").is_file()

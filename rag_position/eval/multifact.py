@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from rag_position.data.synthetic import SyntheticInstance, make_multivalue
+from rag_position.data.synthetic import NEEDLE_TEMPLATE, SyntheticInstance, make_multivalue
 from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
@@ -115,6 +115,34 @@ def recall(record: Mapping[str, Any]) -> float:
     return sum(a in found for a in answers) / len(answers)
 
 
+_NEEDLE = re.compile(
+    re.escape(NEEDLE_TEMPLATE)
+    .replace(re.escape("{key}"), r"[^\s]+?")
+    .replace(re.escape("{value}"), r"(\d+)")
+)
+
+
+def needle_values(context: str) -> set[str]:
+    """Every needle value in a haystack, whatever its key.
+
+    Example:
+        >>> needle_values("One of the special magic numbers for a-b is: 1234567. Filler 42.")
+        {'1234567'}
+    """
+    return set(_NEEDLE.findall(context))
+
+
+def precision(record: Mapping[str, Any], values: set[str]) -> float | None:
+    """Share of the needle values in the output that are the queried key's (None: none).
+
+    With five keys a model that ignores the key scores about 0.2, whatever its recall.
+    """
+    found = set(re.findall(r"\d+", str(record["prediction"]))) & values
+    if not found:
+        return None
+    return len(found & set(record["answers"])) / len(found)
+
+
 def multifact_section(
     ctx: RunContext,
     haystacks: Mapping[tuple[int, int, int], Sequence[SyntheticInstance]],
@@ -145,7 +173,19 @@ def multifact_section(
                         {**fields, "iteration": i},
                     )
                 )
-    rows = summarize(ctx.run(jobs, desc="multifact"), seed=ctx.seed, metric=recall)
+    records = ctx.run(jobs, desc="multifact")
+    rows = summarize(records, seed=ctx.seed, metric=recall)
+    needles = {
+        inst.id: needle_values(inst.context) for group in haystacks.values() for inst in group
+    }
+    precisions: dict[tuple[str, str], list[float]] = {}
+    for record in records:
+        p = precision(record, needles.get(record["instance"], set()))
+        if p is not None:
+            precisions.setdefault((record["strategy"], record["setting"]), []).append(p)
+    for row in rows:
+        got = precisions.get((row["strategy"], row["setting"]), [])
+        row["precision"] = sum(got) / len(got) if got else None
     panels = []
     for config in dict.fromkeys(r["config"] for r in rows):
         curves: dict[str, list[tuple[float, float, float, float]]] = {}
@@ -172,13 +212,17 @@ def multifact_section(
             r["strategy"],
             str(r["n"]),
             acc_cell(r),
+            num(None if r["precision"] is None else 100 * r["precision"], 1),
             num(r["lm_calls"]),
             num(r["seconds"], 2),
             num(r.get("hallucinated"), 2),
         ]
         for r in rows
     ]
-    headers = ["config", "tokens", "strategy", "n", "recall", "LM calls", "seconds", "made up"]
+    headers = [
+        "config", "tokens", "strategy", "n", "recall", "precision", "LM calls", "seconds",
+        "made up",
+    ]  # fmt: skip
     return Section(
         title="Multi-fact retrieval: recall of the queried key's values",
         task=TASK,
@@ -190,6 +234,9 @@ def multifact_section(
             "pass) or in the facts FACT collected (fact@i: at most i retrieve/rewrite "
             "passes of one run, charged the cost of those passes); 'made up': mean count "
             "of numbers FACT's retrieve gave that are not in the haystack",
+            "precision (%): of the needle values in the output (any key's), the share that "
+            "are the queried key's, averaged over haystacks with at least one; with five keys, "
+            "a model that ignores the key scores about 20",
         ],
         settings={"iterations": iterations},
     )
