@@ -357,3 +357,48 @@ def test_multidoc_saves_its_position_profile(data: Path, tmp_path: Path) -> None
     assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
     assert profile.values[2] == 0.5  # linear between measured positions
     assert profile.ranking()[:2] == [0, 9]
+
+
+def test_shards_split_a_run_and_merge_by_concatenation(data: Path, tmp_path: Path) -> None:
+    whole_model = Scripted()
+    whole = run_multidoc(whole_model, data=data, questions=None, out=tmp_path / "whole")
+    models = [Scripted() for _ in range(3)]
+    parts = [
+        run_multidoc(m, data=data, questions=None, out=tmp_path / f"s{k}", shard=(k, 3))
+        for k, m in enumerate(models, start=1)
+    ]
+    # the shares are disjoint, cover the run, and keep each question in one share
+    prompts = [set(m.prompts) for m in models]
+    assert all(p for p in prompts) and sum(map(len, prompts)) == len(set(whole_model.prompts))
+    assert set().union(*prompts) == set(whole_model.prompts)
+    instances = [
+        {json.loads(line)["instance"] for line in (tmp_path / f"s{k}" / "predictions.jsonl").open()}
+        for k in (1, 2, 3)
+    ]
+    assert sum(map(len, instances)) == len(set().union(*instances)) == 12
+    assert sum(r["n"] for r in parts[0].rows) < sum(r["n"] for r in whole.rows)
+    assert "1/3" in (tmp_path / "s1" / "report.md").read_text()
+
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    with (merged / "predictions.jsonl").open("w") as fout:
+        for k in (1, 2, 3):
+            fout.write((tmp_path / f"s{k}" / "predictions.jsonl").read_text())
+    idle = Scripted()
+    again = run_multidoc(idle, data=data, questions=None, out=merged)
+    assert idle.prompts == [] and _numbers(again.rows) == _numbers(whole.rows)
+
+
+@pytest.mark.parametrize("shard", [(0, 2), (3, 2), (1, 0)])
+def test_bad_shards_are_refused(data: Path, tmp_path: Path, shard: tuple[int, int]) -> None:
+    with pytest.raises(EvalConfigError, match="shard"):
+        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, shard=shard)
+
+
+def test_cli_shard_values(tmp_path: Path) -> None:
+    from rag_position.eval.runner import parse_shard
+
+    assert parse_shard("2/4") == (2, 4)
+    for text in ("2", "a/b", "5/4", "1/2/3", "-1/2"):
+        with pytest.raises(EvalConfigError, match="shard"):
+            parse_shard(text)

@@ -27,6 +27,7 @@ from typing import Any
 from rag_position.errors import RagPositionError
 from rag_position.eval.common import EvalConfigError, EvalRunError, parse_int_list
 from rag_position.eval.report import EvalResult, acc_cell
+from rag_position.eval.runner import parse_shard
 from rag_position.models import load_model
 
 TASKS = (
@@ -96,6 +97,8 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     command = "rag-position " + shlex.join(argv)
     start = time.perf_counter()
     try:
+        if args.shard:
+            parse_shard(args.shard)  # a bad value fails before the model loads
         model = load_model(args.model)
         common = _common(args, model, command)
         result = RUNNERS[args.task](args, common)
@@ -248,6 +251,12 @@ def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         "--batch-size", type=int, default=None, help="prompts per generate call (CPU: 1, else 8)"
     )
     parser.add_argument("--concurrency", type=int, default=1, help="requests in flight (remote)")
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="only the K-th of N shares of the questions (split a run; see README)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -268,6 +277,7 @@ def _common(args: argparse.Namespace, model: Any, command: str) -> dict[str, Any
         "out": args.out or Path("runs") / args.task,
         "batch_size": args.batch_size,
         "concurrency": args.concurrency,
+        "shard": parse_shard(args.shard) if args.shard else None,
         "progress": not args.no_progress,
         "command": command,
     }

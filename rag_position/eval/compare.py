@@ -52,6 +52,7 @@ def run_compare(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     embedder: Any = None,
     command: str | None = None,
@@ -79,6 +80,7 @@ def run_compare(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)

@@ -43,6 +43,7 @@ def run_kv(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     command: str | None = None,
 ) -> EvalResult:
@@ -67,6 +68,7 @@ def run_kv(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     instances, source = kv_instances(pairs, questions=questions, data=data, seed=seed)

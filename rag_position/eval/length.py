@@ -54,6 +54,7 @@ def run_length(
     recite_tokens: int = RECITE_TOKENS,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     command: str | None = None,
 ) -> EvalResult:
@@ -84,6 +85,7 @@ def run_length(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     count = token_counter(model)

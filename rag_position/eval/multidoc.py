@@ -50,6 +50,7 @@ def run_multidoc(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     embedder: Any = None,
     command: str | None = None,
@@ -73,6 +74,7 @@ def run_multidoc(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)

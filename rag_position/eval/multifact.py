@@ -52,6 +52,7 @@ def run_multifact(
     max_new_tokens: int = RETRIEVE_TOKENS,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     command: str | None = None,
 ) -> EvalResult:
@@ -81,6 +82,7 @@ def run_multifact(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     filler = essay_filler(data)

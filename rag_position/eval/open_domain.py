@@ -43,6 +43,7 @@ def run_open_domain(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     embedder: Any = None,
     command: str | None = None,
@@ -74,6 +75,7 @@ def run_open_domain(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     ranker: Retriever = (

@@ -46,6 +46,7 @@ def run_quick(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     embedder: Any = None,
     command: str | None = None,
@@ -67,6 +68,7 @@ def run_quick(
         max_new_tokens=max_new_tokens,
         batch_size=batch_size,
         concurrency=concurrency,
+        shard=shard,
         progress=progress,
     )
     dataset = load_multidoc(data, docs=QUICK_DOCS, questions=questions, embedder=embedder)

@@ -76,6 +76,7 @@ def run_jobs(
     decoding: Decoding | None = None,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
     desc: str = "eval",
 ) -> list[dict[str, Any]]:
@@ -85,6 +86,12 @@ def run_jobs(
     call, and the file is written after each. A model error stops the run with
     :class:`EvalRunError` (the original error chained); every chunk finished before it
     is on disk, and a rerun resumes after it.
+
+    ``shard=(k, n)`` (1 <= k <= n) makes only the jobs of every n-th instance, starting
+    with the k-th in order of first appearance, and returns the records the store holds.
+    Each instance's jobs stay in one share. n processes (or machines) with k = 1..n,
+    each writing its own folder, split one run; concatenating their prediction files
+    into one folder and rerunning without ``shard`` then only writes the report.
 
     Example::
 
@@ -110,12 +117,15 @@ def run_jobs(
             raise ValueError(f"two jobs share the key {job.key.as_str()}")
         seen.add(job.key.as_str())
         store.check_decoding(job.key, decoding)
-    pending = [i for i, job in enumerate(jobs) if job.key not in store]
+    shard = check_shard(shard)
+    share = _share(jobs, shard)
+    pending = [i for i, job in enumerate(jobs) if job.key not in store and share(job)]
     chunk_size = max(batch_size, concurrency) if hasattr(model, "concurrency") else batch_size
     chunks = _chunks(pending, chunk_size)
+    mine = sum(1 for job in jobs if share(job))  # all jobs unless sharded
     bar = tqdm(
-        total=len(jobs),
-        initial=len(jobs) - len(pending),
+        total=mine,
+        initial=mine - len(pending),
         desc=desc,
         unit="pred",
         disable=None if progress is None else not progress,  # None: shown on a terminal
@@ -139,7 +149,7 @@ def run_jobs(
     except Exception as exc:
         raise EvalRunError(
             f"{desc}: the run stopped on an error after {done} new predictions "
-            f"({len(jobs) - len(pending) + done} of {len(jobs)} in all are saved in {store.path}; "
+            f"({mine - len(pending) + done} of {mine} in all are saved in {store.path}; "
             f"rerun the same command to resume): {type(exc).__name__}: {exc}"
         ) from exc
     found = [store.get(job.key) for job in jobs]
@@ -217,6 +227,37 @@ class _Chunk:
             "info": dict(p.info),
             "decoding": self.decoding.as_dict(),
         }
+
+
+def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    """``shard`` checked: None, or ``(k, n)`` with ``1 <= k <= n``."""
+    if shard is None:
+        return None
+    k, n = shard
+    if not (isinstance(k, int) and isinstance(n, int) and 1 <= k <= n):
+        raise EvalConfigError(f"shard must be k/n with 1 <= k <= n, got {k}/{n}")
+    return (k, n)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> ``(2, 4)``; a clear error for anything else."""
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise EvalConfigError(f"--shard takes k/n (e.g. 1/2), got {text!r}")
+    shard = check_shard((int(parts[0]), int(parts[1])))
+    assert shard is not None
+    return shard
+
+
+def _share(jobs: Sequence[Job], shard: tuple[int, int] | None) -> Callable[[Job], bool]:
+    """Whether a job is in ``shard``: instances dealt round-robin in order of appearance."""
+    if shard is None or shard[1] == 1:
+        return lambda job: True
+    order: dict[str, int] = {}
+    for job in jobs:
+        order.setdefault(job.key.instance, len(order))
+    k, n = shard
+    return lambda job: order[job.key.instance] % n == k - 1
 
 
 def _threaded(
@@ -306,6 +347,7 @@ class RunContext:
     seed: int = 0
     batch_size: int = 8
     concurrency: int = 1
+    shard: tuple[int, int] | None = None
     progress: bool | None = None
 
     @property
@@ -322,6 +364,7 @@ class RunContext:
             decoding=self.decoding,
             batch_size=self.batch_size,
             concurrency=self.concurrency,
+            shard=self.shard,
             progress=self.progress,
             desc=desc,
         )

@@ -11,7 +11,7 @@ from typing import Any
 from rag_position import __version__
 from rag_position.eval.common import Decoding
 from rag_position.eval.report import EvalResult, Section, write_report
-from rag_position.eval.runner import RunContext, default_batch_size
+from rag_position.eval.runner import RunContext, check_shard, default_batch_size
 from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
 
 PathLike = str | os.PathLike[str]
@@ -25,9 +25,12 @@ def open_context(
     max_new_tokens: int = 100,
     batch_size: int | None = None,
     concurrency: int = 1,
+    shard: tuple[int, int] | None = None,
     progress: bool | None = None,
 ) -> RunContext:
     """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present).
+
+    ``shard=(k, n)`` runs only the k-th of n shares of the questions (see :func:`run_jobs`).
 
     Example::
 
@@ -45,6 +48,7 @@ def open_context(
         seed=seed,
         batch_size=batch_size or default_batch_size(model),
         concurrency=concurrency,
+        shard=check_shard(shard),
         progress=progress,
     )
 
@@ -69,6 +73,8 @@ def finish(
         "rag-position": __version__,
         "python": platform.python_version(),
     }
+    if ctx.shard is not None:
+        base["shard"] = f"{ctx.shard[0]}/{ctx.shard[1]} (this report covers one share of the run)"
     base.update(settings or {})
     return write_report(
         ctx.store.path.parent, sections, title=title, command=command, settings=base
