@@ -36,6 +36,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:  # an xdist worker: its own exit
         return
     status = int(_session.exitstatus)
+    if status == pytest.ExitCode.USAGE_ERROR:  # pytest prints the usage error after this hook
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -387,6 +387,40 @@ def test_shards_split_a_run_and_merge_by_concatenation(data: Path, tmp_path: Pat
     idle = Scripted()
     again = run_multidoc(idle, data=data, questions=None, out=merged)
     assert idle.prompts == [] and _numbers(again.rows) == _numbers(whole.rows)
+    # a share's profile would pass for the model's: only whole runs write one
+    assert (tmp_path / "whole" / "profile.json").exists() and (merged / "profile.json").exists()
+    assert not any((tmp_path / f"s{k}" / "profile.json").exists() for k in (1, 2, 3))
+
+
+def test_sharded_compare_merges_into_the_whole_run(data: Path, tmp_path: Path) -> None:
+    options: dict[str, Any] = {"strategies": ["retriever", "edge"], "worst_position": 4}
+    whole = run_compare(Scripted(), data=data, questions=None, out=tmp_path / "whole", **options)
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    for k in (1, 2):
+        model = Scripted()
+        run_compare(
+            model, data=data, questions=None, out=tmp_path / f"s{k}", shard=(k, 2), **options
+        )
+        assert model.prompts
+        with (merged / "predictions.jsonl").open("a") as fout:
+            fout.write((tmp_path / f"s{k}" / "predictions.jsonl").read_text())
+    idle = Scripted()
+    again = run_compare(idle, data=data, questions=None, out=merged, **options)
+    assert idle.prompts == [] and _numbers(again.rows) == _numbers(whole.rows)
+
+
+def test_shards_refuse_choices_made_from_one_share(data: Path, tmp_path: Path) -> None:
+    from rag_position.eval import run_quick, run_voting
+
+    with pytest.raises(EvalConfigError, match="--worst-position"):
+        run_compare(Scripted(), data=data, questions=None, out=tmp_path, shard=(1, 2))
+    with pytest.raises(EvalConfigError, match="--worst-position"):
+        run_voting(Scripted(), data=data, questions=None, out=tmp_path, shard=(1, 2))
+    with pytest.raises(EvalConfigError, match="--no-compare"):
+        run_quick(Scripted(), data=data, questions=4, out=tmp_path, shard=(1, 2))
+    with pytest.raises(EvalConfigError, match="holds no questions"):
+        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "e", shard=(3, 3))
 
 
 @pytest.mark.parametrize("shard", [(0, 2), (3, 2), (1, 0)])

@@ -49,3 +49,9 @@ def test_finalize_switch_keeps_the_normal_exit() -> None:
 def test_no_tests_collected_keeps_its_status() -> None:
     run = _pytest("pass", CASES, "-k", "no_such_test")
     assert run.returncode == 5, run.stdout + run.stderr  # pytest's NO_TESTS_COLLECTED
+
+
+def test_usage_errors_are_still_printed() -> None:
+    run = _pytest("pass", "tests/exit_status/no_such_file.py")
+    assert run.returncode == 4, run.stdout + run.stderr  # pytest's USAGE_ERROR
+    assert "file or directory not found" in run.stderr, run.stderr

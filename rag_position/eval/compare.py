@@ -73,6 +73,12 @@ def run_compare(
             row["strategy"], row["setting"], row["accuracy"], row["lm_calls"]
     """
     gold = check_gold(gold)
+    if shard is not None and worst_position is None and "worst" in gold:
+        raise EvalConfigError(
+            "--shard with the worst-position setting needs --worst-position (and --profile for "
+            "convex_score_profile): a sweep run on one share would pick its own worst position "
+            "and profile; measure them first (`eval multidoc`, sharded and merged)"
+        )
     ctx = open_context(
         model,
         out,

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from rag_position.eval.common import EvalConfigError
 from rag_position.eval.compare import compare_section
 from rag_position.eval.datasets import load_multidoc
 from rag_position.eval.multidoc import multidoc_section
@@ -61,6 +62,11 @@ def run_quick(
         print(result.report.read_text())
         result.row(setting="closedbook")["accuracy"]
     """
+    if shard is not None and compare:
+        raise EvalConfigError(
+            "--shard with quick needs --no-compare: its comparison uses the worst position "
+            "of the sweep, which one share would pick on its own questions"
+        )
     ctx = open_context(
         model,
         out,

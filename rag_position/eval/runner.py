@@ -123,6 +123,11 @@ def run_jobs(
     chunk_size = max(batch_size, concurrency) if hasattr(model, "concurrency") else batch_size
     chunks = _chunks(pending, chunk_size)
     mine = sum(1 for job in jobs if share(job))  # all jobs unless sharded
+    if shard is not None and jobs and mine == 0:
+        instances = len({job.key.instance for job in jobs})
+        raise EvalConfigError(
+            f"shard {shard[0]}/{shard[1]} holds no questions: the run has {instances}"
+        )
     bar = tqdm(
         total=mine,
         initial=mine - len(pending),

@@ -85,6 +85,11 @@ def run_voting(
         shard=shard,
         progress=progress,
     )
+    if shard is not None and worst_position is None:
+        raise EvalConfigError(
+            "--shard needs --worst-position: a sweep run on one share would pick its own "
+            "worst position; measure it first (`eval multidoc`, sharded and merged)"
+        )
     embedder = embedder or load_embedder("embedded")
     if questions is None and data is None:
         questions = 30
