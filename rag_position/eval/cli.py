@@ -97,8 +97,7 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     command = "rag-position " + shlex.join(argv)
     start = time.perf_counter()
     try:
-        if args.shard:
-            parse_shard(args.shard)  # a bad value fails before the model loads
+        args.shard = parse_shard(args.shard) if args.shard else None  # before the model loads
         model = load_model(args.model)
         common = _common(args, model, command)
         result = RUNNERS[args.task](args, common)
@@ -277,7 +276,7 @@ def _common(args: argparse.Namespace, model: Any, command: str) -> dict[str, Any
         "out": args.out or Path("runs") / args.task,
         "batch_size": args.batch_size,
         "concurrency": args.concurrency,
-        "shard": parse_shard(args.shard) if args.shard else None,
+        "shard": args.shard,
         "progress": not args.no_progress,
         "command": command,
     }

@@ -101,12 +101,11 @@ def run_multidoc(
     )
     profile = None if ordered_randomly or sandwich else eval_profile(section.rows, docs, ctx.label)
     if profile is not None and ctx.shard is not None:
-        profile = None
         section.notes.append(
             f"{PROFILE_FILE} is not written for one share: merge the shares and rerun "
             "without --shard to measure the profile on every question"
         )
-    if profile is not None:
+    elif profile is not None:
         profile.save(ctx.store.path.parent / PROFILE_FILE)
         section.notes.append(
             f"{PROFILE_FILE}: this model's accuracy by position (linear between the measured "
