@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import torch
 
-from rag_position.data import ORACLE_FILE, QAInstance, build_instances, default_data_dir, place_gold
-from rag_position.models import load_embedder, load_model
+from rag_position.data import QAInstance, place_gold
+from rag_position.eval.datasets import load_multidoc
+from rag_position.models import load_model
 from rag_position.strategies import convex_design, convex_score, question_likelihood
 from rag_position.strategies.convex import authors_scores, convex_scores, likelihood_table
 
@@ -53,13 +55,15 @@ def main() -> None:
     parser.add_argument("--base-orders", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="auto", help="model dtype (auto: bf16 where native)")
+    parser.add_argument("--device", default="cpu", help="model device: cpu, cuda, cuda:1...")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    model = load_model("embedded", dtype=args.dtype)
+    model = load_model("embedded", dtype=args.dtype, device=args.device)
     report: dict[str, Any] = {
         "benchmark": f"ordering.{args.what}",
         "model": model.name,
         "dtype": str(model.dtype).removeprefix("torch."),
+        "device": _device_name(model.device),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                     "load_average_at_start": os.getloadavg()[0]},
         "seed": args.seed,
@@ -78,10 +82,15 @@ def main() -> None:
     print(json.dumps(report["results"], indent=2))
 
 
+def _device_name(device: Any) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
 def _instances(n: int, questions: int, seed: int) -> list[QAInstance]:
-    built = build_instances(
-        default_data_dir() / ORACLE_FILE, n, 0, load_embedder("embedded"), n_questions=questions
-    )
+    # The eval's loader: its embedder loads only where the distractor cache lacks a question.
+    built = load_multidoc(None, docs=n, questions=questions).instances
     rng = random.Random(seed)
     return [place_gold(inst, rng.randrange(n)) for inst in built]
 
@@ -91,6 +100,11 @@ def _cost(model: Any, instances: list[QAInstance], n: int, seed: int) -> dict[st
     for k, inst in enumerate(instances):
         row: dict[str, Any] = {"question": k, "gold_at": inst.gold_index}
         for label, design in (("ours", "rotations"), ("authors", "authors")):
+            on_gpu = model.device.type == "cuda"
+            if on_gpu:
+                torch.cuda.synchronize(model.device)
+                torch.cuda.reset_peak_memory_stats(model.device)
+                gpu_start = torch.cuda.memory_allocated(model.device)
             with PeakRSS() as rss:
                 start = time.perf_counter()
                 r = convex_score(inst.question, list(inst.passages), model, seed=seed + k,
@@ -103,6 +117,9 @@ def _cost(model: Any, instances: list[QAInstance], n: int, seed: int) -> dict[st
                 "peak_rss_above_start_mb": round(rss.above_baseline_mb, 1),
                 "gold_found": r.gold == inst.gold_index,
             }
+            if on_gpu:
+                peak = torch.cuda.max_memory_allocated(model.device) - gpu_start
+                row[label]["peak_gpu_above_start_mb"] = round(peak / 2**20, 1)
         row["passes_ratio"] = row["ours"]["passes"] / row["authors"]["passes"]
         row["seconds_ratio"] = round(row["ours"]["seconds"] / row["authors"]["seconds"], 4)
         rows.append(row)

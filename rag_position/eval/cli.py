@@ -98,7 +98,7 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     start = time.perf_counter()
     try:
         args.shard = parse_shard(args.shard) if args.shard else None  # before the model loads
-        model = load_model(args.model)
+        model = load_model(args.model, **model_options(args))
         common = _common(args, model, command)
         result = RUNNERS[args.task](args, common)
     except EvalRunError as exc:
@@ -237,6 +237,15 @@ RUNNERS: dict[str, Callable[[argparse.Namespace, dict[str, Any]], EvalResult]] =
 def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = tasks.add_parser(name, help=help_text, description=help_text)
     parser.add_argument("--model", default="embedded", help="a load_model spec (default: embedded)")
+    parser.add_argument(
+        "--device", default=None, help="a local model's device: cpu (default), cuda, cuda:1..."
+    )
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="a local model's dtype (default auto: bfloat16 where native, else float32)",
+    )
     parser.add_argument("--data", type=Path, default=None, help="data file (default: shared dev)")
     parser.add_argument(
         "--questions", type=int, default=None, help="first N (default: 50 of dev, all of --data)"
@@ -258,6 +267,23 @@ def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``load_model`` keywords from ``--device`` and ``--dtype`` (local models only).
+
+    Example:
+        >>> model_options(argparse.Namespace(model="embedded", device="cuda", dtype=None))
+        {'device': 'cuda'}
+    """
+    options = {k: v for k in ("device", "dtype") if (v := getattr(args, k, None)) is not None}
+    if options and args.model.startswith("openai:"):
+        flags = " and ".join(f"--{k}" for k in options)
+        verb = "apply" if len(options) > 1 else "applies"
+        raise EvalConfigError(
+            f"{flags} {verb} to local models only; the server {args.model!r} chooses its own"
+        )
+    return options
 
 
 def _docs(parser: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from rag_position.eval.strategies import (
     framework_strategies,
     seed_name,
     select_strategies,
+    split_variant,
 )
 
 TASK = "compare"
@@ -286,7 +287,8 @@ def _choose(
     notes: list[str],
 ) -> list[Strategy]:
     profile_name = "convex_score_profile"
-    wanted = names is None or profile_name in names
+    bases = [split_variant(n)[0] for n in names] if names is not None else []
+    wanted = names is None or profile_name in bases
     if profile_name not in options and sweep:
         profile = eval_profile(sweep, k, model)
         if profile is not None:
@@ -307,7 +309,7 @@ def _choose(
             del found[profile_name]
             notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
         return list(found.values())
-    if profile_name in names and profile_name not in options:
+    if profile_name in bases and profile_name not in options:
         raise EvalConfigError(
             f"--strategies: {profile_name} needs a position profile: pass --profile PATH, or "
             "let compare run its own sweep (no --worst-position)"

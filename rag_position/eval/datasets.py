@@ -114,9 +114,9 @@ class LazyEmbedder:
     """
 
     def __init__(self) -> None:
-        from rag_position.models.embedded import embedded_embedder_folder
+        from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME
 
-        self.name = str(embedded_embedder_folder())
+        self.name = EMBEDDED_EMBEDDER_NAME
         self._model: Any = None
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

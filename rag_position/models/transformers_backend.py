@@ -42,6 +42,30 @@ def cpu_supports_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def check_device(device: str) -> None:
+    """Raise :class:`ModelSpecError` for a device torch cannot name or does not have.
+
+    Example:
+        >>> check_device("cpu")
+        >>> check_device("gpu")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rag_position.errors.ModelSpecError: device 'gpu' is not a torch device...
+    """
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise ModelSpecError(
+            f"device {device!r} is not a torch device (cpu, cuda, cuda:1, mps...): {exc}"
+        ) from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ModelSpecError(
+            f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA device"
+        )
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ModelSpecError(f"device {device!r} asked for, but torch sees no MPS device")
+
+
 def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
     """``"auto"``: bfloat16 where the hardware computes it natively, else float32."""
     if isinstance(dtype, torch.dtype):
@@ -141,6 +165,7 @@ class TransformersModel:
         """Load any local transformers causal LM (a folder, a cached hub name, or a GGUF file)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        check_device(device)
         path = Path(name_or_path).expanduser()
         if gguf_file is None and path.suffix == ".gguf":
             if not path.is_file():
