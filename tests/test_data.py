@@ -551,3 +551,16 @@ def test_passage_pickles_and_deep_copies() -> None:
         assert clone.metadata["isgold"] is True
         with pytest.raises(TypeError):
             clone.metadata["isgold"] = False  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamespace) -> None:
+    from rag_position.eval.datasets import LazyEmbedder
+    from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME
+
+    # not the install folder: a cache made in one environment serves every other one
+    assert real_build.real.name == LazyEmbedder().name == EMBEDDED_EMBEDDER_NAME
+    lazy = LazyEmbedder()
+    builder = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir)
+    assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
+    assert lazy._model is None  # served from the cache: the embedder never loaded

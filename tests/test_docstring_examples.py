@@ -23,6 +23,7 @@ MODULES = [
     "rag_position.strategies.registry",
     "rag_position.strategies.sandwich",
     "rag_position.models.protocols",
+    "rag_position.eval.cli",
     "rag_position.eval.common",
     "rag_position.eval.kv",
     "rag_position.eval.report",

@@ -436,3 +436,77 @@ def test_cli_shard_values(tmp_path: Path) -> None:
     for text in ("2", "a/b", "5/4", "1/2/3", "-1/2"):
         with pytest.raises(EvalConfigError, match="shard"):
             parse_shard(text)
+
+
+def test_strategy_variants_run_under_their_own_names_with_their_options(
+    data: Path, tmp_path: Path
+) -> None:
+    from rag_position.strategies import PositionProfile
+
+    profile = tmp_path / "profile.json"
+    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
+    model = ScriptedScorer()
+    variant = "convex_score_profile:n_base_orders=2"
+    result = run_compare(
+        model,
+        data=data,
+        strategies=["convex_score_profile", variant],
+        gold=["random"],
+        strategy_options={"convex_score_profile": {"profile": profile}},  # the variant's too
+        out=tmp_path / "c",
+    )
+    rows = {r["strategy"]: r for r in result.rows}
+    assert set(rows) == {"convex_score_profile", variant}
+    assert rows["convex_score_profile"]["lm_calls"] == K + 1
+    assert rows[variant]["lm_calls"] == 2 * K + 1  # two base orders: 2K scoring passes
+    assert rows[variant]["accuracy"] == 1.0
+    records = [json.loads(line) for line in (tmp_path / "c" / "predictions.jsonl").open()]
+    assert sum(r["strategy"] == variant for r in records) == 12
+
+
+def test_strategy_variant_errors_name_the_problem(data: Path, tmp_path: Path) -> None:
+    from rag_position.eval.strategies import select_strategies, split_variant
+
+    assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == (
+        "edge",
+        {"mode": "llamaindex", "top_k": 5, "x": 0.5, "y": True},
+    )
+    for bad in ("edge:mode", "edge:=3", "edge:mode="):
+        with pytest.raises(EvalConfigError, match="KEY=VALUE"):
+            split_variant(bad)
+    with pytest.raises(EvalConfigError, match="built-in order and takes no options"):
+        select_strategies(["gold_last:position=3"])
+    with pytest.raises(EvalConfigError, match="unknown"):
+        select_strategies(["nope:k=1"])
+    with pytest.raises(EvalConfigError, match=r"takes no option 'bogus'; its options: "):
+        run_compare(ScriptedScorer(), data=data, strategies=["convex_score:bogus=1"], out=tmp_path)
+
+
+def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    import torch
+
+    from rag_position.cli import main
+    from rag_position.errors import ModelSpecError
+    from rag_position.eval.cli import model_options
+    from rag_position.models.transformers_backend import check_device
+
+    local = argparse.Namespace(model="embedded", device="cuda:1", dtype="float32")
+    assert model_options(local) == {"device": "cuda:1", "dtype": "float32"}
+    assert model_options(argparse.Namespace(model="embedded", device=None, dtype=None)) == {}
+    served = argparse.Namespace(model="openai:http://127.0.0.1:9/v1/m", device="cuda", dtype=None)
+    with pytest.raises(EvalConfigError, match="--device applies to local models only"):
+        model_options(served)
+    check_device("cpu")
+    with pytest.raises(ModelSpecError, match="'gpu' is not a torch device"):
+        check_device("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelSpecError, match="sees no CUDA device"):
+            check_device("cuda")
+    # the CLI reports it before loading any weights
+    out = tmp_path / "run"
+    code = main(["eval", "compare", "--device", "gpu", "--questions", "1", "--out", str(out)])
+    assert code == 2
+    assert "'gpu' is not a torch device" in capsys.readouterr().err
+    assert not out.exists()

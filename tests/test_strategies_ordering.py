@@ -44,6 +44,7 @@ from rag_position.strategies import (
     sandwich,
     sandwich_prompt,
 )
+from rag_position.strategies.convex import authors_scores, convex_scores, likelihood_table
 
 QUESTION = "who wrote the play?"
 GOLD = "GOLD passage"
@@ -676,3 +677,50 @@ def test_gauge_scores_the_rendered_prompts(xs: list[Any], seed: int) -> None:
     for order, prompt, span in zip(orders, g.prompts, g.spans, strict=True):
         assert prompt == render_qa(QUESTION, [xs[i] for i in order])
         assert span == question_span(prompt, QUESTION)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(3, 8),
+    base_orders=st.integers(1, 3),
+    authors=st.booleans(),
+    seed=st.integers(0, 10_000),
+    data=st.data(),
+)
+def test_score_definitions_rank_alike_on_complete_designs(
+    n: int, base_orders: int, authors: bool, seed: int, data: st.DataObject
+) -> None:
+    # Every passage sits at every position equally often, so each row of the table has
+    # the same total: C, E + C and the authors' +/-LL are increasing affine functions of
+    # E, and all four definitions put the passages in one order (benchmarks/README.md).
+    if authors:  # N base orders by construction
+        orders = convex_design(n, seed=seed, design="authors")
+    else:
+        orders = convex_design(n, n_base_orders=base_orders, seed=seed)
+    scores = data.draw(
+        st.lists(st.floats(-8.0, 0.0, allow_nan=False), min_size=len(orders), max_size=len(orders))
+    )
+    table = likelihood_table(orders, scores, n)
+    edge = convex_scores(table, 1.0, 0.0)[0]
+    for other in (
+        convex_scores(table, 0.0, 1.0)[0],
+        convex_scores(table, 1.0, 1.0)[0],
+        authors_scores(orders, scores, n),
+    ):
+        for i, j in itertools.combinations(range(n), 2):
+            if abs(edge[i] - edge[j]) > 1e-9:  # a tie in E is a tie (to rounding) in all
+                assert (edge[i] > edge[j]) == (other[i] > other[j]), (i, j)
+
+
+def test_score_definitions_differ_on_partial_designs() -> None:
+    # With n_orders < N a passage is measured at some positions only; then they differ.
+    n = 6
+    orders = convex_design(n, n_orders=4, seed=1)
+    scores = [-1.0, -2.0, -0.5, -1.5]
+    table = likelihood_table(orders, scores, n)
+    edge = convex_scores(table, 1.0, 0.0)[0]
+    authors = authors_scores(orders, scores, n)
+    assert any(
+        edge[i] > edge[j] and authors[i] < authors[j]
+        for i, j in itertools.permutations(range(n), 2)
+    )

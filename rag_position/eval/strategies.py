@@ -214,9 +214,27 @@ def select_strategies(
                 raise EvalConfigError(
                     f"--strategies: {name!r}: {base!r} is a built-in order and takes no options"
                 )
+            _check_options(name, base, own)
             strategy = RegisteredStrategy(name, strategy.function, {**strategy.options, **own})
         chosen.append(strategy)
     return chosen
+
+
+def _check_options(name: str, base: str, own: Mapping[str, Any]) -> None:
+    try:
+        from rag_position.strategies.registry import strategy_options
+    except ImportError:
+        return
+    try:
+        known = strategy_options(base)
+    except ValueError:  # not one of ours: its own call will say
+        return
+    unknown = sorted(set(own) - known)
+    if unknown:
+        raise EvalConfigError(
+            f"--strategies: {name!r}: {base!r} takes no option {', '.join(map(repr, unknown))}; "
+            f"its options: {', '.join(sorted(known)) or 'none'}"
+        )
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:

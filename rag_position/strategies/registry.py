@@ -29,6 +29,7 @@ The generation-side entries return their own result (``.answer``, ``.trace``,
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
@@ -273,3 +274,38 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     }
 )
 """Name -> strategy, read-only. The names are the eval suite's ``--strategies``."""
+
+_TARGETS: Mapping[str, tuple[Any, ...]] = {
+    "retriever": (),
+    "likelihood_selection": (likelihood_selection,),
+    "convex_score": (convex_score,),
+    "convex_score_profile": (convex_score,),
+    "convex_score_sandwich": (convex_score,),
+    "edge": (edge_reorder,),
+    "sandwich": (sandwich,),
+    "fact": (fact,),
+    "recite": (recite_then_solve,),
+    "medoid": (medoid_vote,),
+}
+_CALL_ARGUMENTS = frozenset(
+    {"question", "passages", "passages_or_context", "scorer", "generator", "embedder", "options"}
+)
+
+
+def strategy_options(name: str) -> frozenset[str]:
+    """The options the strategy ``name`` takes (keywords of it and the function it calls).
+
+    Example:
+        >>> sorted(strategy_options("edge"))
+        ['mode', 'scores', 'top_k', 'word_count_threshold']
+        >>> strategy_options("retriever")
+        frozenset()
+    """
+    if name not in _TARGETS:
+        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    found: set[str] = set()
+    for function in (STRATEGIES[name], *_TARGETS[name]):
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                found.add(parameter.name)
+    return frozenset(found - _CALL_ARGUMENTS)
