@@ -231,6 +231,11 @@ def convex_scores(
     E = 2·mean of the measured ends (ll_0 + ll_{N-1} when both are); C = mean of the
     measured ends - mean of the measured interior positions (0 when N = 2, which has
     no interior). A term with a nonzero weight that is undefined makes the score -inf.
+
+    On a design where every passage is measured at every position equally often (R
+    complete rotation sets, or the authors' N x N), every row has the same total, so
+    C, E + C and the authors' +/-LL are increasing affine functions of E: all rank the
+    passages alike, and only ``n_orders`` < N makes the weights matter.
     """
     scores, edges, curvatures = [], [], []
     for row in table:
