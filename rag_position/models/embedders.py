@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rag_position.errors import ModelSpecError
-from rag_position.models.embedded import EMBEDDED_EMBEDDER_NAME, embedded_embedder_folder
+from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
 
 
 class SentenceTransformerEmbedder:
@@ -76,7 +76,7 @@ def load_embedder(spec: str = "embedded", **kwargs: Any) -> SentenceTransformerE
     if spec == "embedded":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         folder = str(embedded_embedder_folder())
-        return SentenceTransformerEmbedder(folder, name=EMBEDDED_EMBEDDER_NAME, **kwargs)
+        return SentenceTransformerEmbedder(folder, name=embedded_embedder_name(), **kwargs)
     if spec.startswith("st:"):
         spec = spec[3:]
     return SentenceTransformerEmbedder(spec, **kwargs)

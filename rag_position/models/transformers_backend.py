@@ -43,7 +43,10 @@ def cpu_supports_bf16() -> bool:
 
 
 def check_device(device: str) -> None:
-    """Raise :class:`ModelSpecError` for a device torch cannot name or does not have.
+    """Raise :class:`ModelSpecError` for a device torch cannot name, use, or does not have.
+
+    A tensor is made on the device to be sure (an index past the last GPU, a backend
+    torch was built without), so a bad ``device`` fails here, before any weights load.
 
     Example:
         >>> check_device("cpu")
@@ -58,22 +61,29 @@ def check_device(device: str) -> None:
         raise ModelSpecError(
             f"device {device!r} is not a torch device (cpu, cuda, cuda:1, mps...): {exc}"
         ) from None
+    if kind == "meta":
+        raise ModelSpecError("device 'meta' holds no data: a model cannot run there")
     if kind == "cuda" and not torch.cuda.is_available():
         raise ModelSpecError(
             f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA device"
         )
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise ModelSpecError(f"device {device!r} asked for, but torch sees no MPS device")
+    try:
+        torch.empty(0, device=device)
+    except Exception as exc:  # each backend fails its own way (RuntimeError, ImportError...)
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
+        raise ModelSpecError(f"device {device!r} cannot be used here: {reason}") from None
 
 
 def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
-    """``"auto"``: bfloat16 where the hardware computes it natively, else float32."""
+    """``"auto"``: bfloat16 where the hardware computes it natively (float16 on a GPU
+    without it), else float32."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
-        if device.startswith("cuda"):
+        kind = torch.device(device).type
+        if kind == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        if device == "cpu" and cpu_supports_bf16():
+        if kind == "cpu" and cpu_supports_bf16():
             return torch.bfloat16
         return torch.float32
     try:

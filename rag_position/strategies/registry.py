@@ -287,6 +287,8 @@ _TARGETS: Mapping[str, tuple[Any, ...]] = {
     "recite": (recite_then_solve,),
     "medoid": (medoid_vote,),
 }
+_FIXED: Mapping[str, frozenset[str]] = {"convex_score_profile": frozenset({"placement"})}
+"""Options a strategy sets itself: its name says how it places (``placement="profile"``)."""
 _CALL_ARGUMENTS = frozenset(
     {"question", "passages", "passages_or_context", "scorer", "generator", "embedder", "options"}
 )
@@ -308,4 +310,4 @@ def strategy_options(name: str) -> frozenset[str]:
         for parameter in inspect.signature(function).parameters.values():
             if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
                 found.add(parameter.name)
-    return frozenset(found - _CALL_ARGUMENTS)
+    return frozenset(found - _CALL_ARGUMENTS - _FIXED.get(name, frozenset()))
