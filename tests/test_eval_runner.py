@@ -111,6 +111,16 @@ def data(tmp_path: Path) -> Path:
     return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
 
 
+@pytest.fixture()
+def profile(tmp_path: Path) -> Path:
+    """A position profile that reads the last of K places best (as the embedded model)."""
+    from rag_position.strategies import PositionProfile
+
+    path = tmp_path / "profile.json"
+    PositionProfile(tuple([0.1] * (K - 1) + [0.9]), model="scripted", source="eval").save(path)
+    return path
+
+
 def _numbers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Summary rows without wall-clock seconds (which differ between runs)."""
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
@@ -318,12 +328,8 @@ class ScriptedScorer(Scripted):
 
 
 def test_compare_random_only_shares_convex_scoring_and_charges_each_variant(
-    data: Path, tmp_path: Path
+    data: Path, tmp_path: Path, profile: Path
 ) -> None:
-    from rag_position.strategies import PositionProfile
-
-    profile = tmp_path / "profile.json"
-    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
     model = ScriptedScorer()
     names = ["convex_score", "convex_score_profile", "convex_score_sandwich"]
     result = run_compare(
@@ -439,12 +445,8 @@ def test_cli_shard_values(tmp_path: Path) -> None:
 
 
 def test_strategy_variants_run_under_their_own_names_with_their_options(
-    data: Path, tmp_path: Path
+    data: Path, tmp_path: Path, profile: Path
 ) -> None:
-    from rag_position.strategies import PositionProfile
-
-    profile = tmp_path / "profile.json"
-    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
     model = ScriptedScorer()
     variant = "convex_score_profile:n_base_orders=2"
     result = run_compare(
@@ -519,10 +521,10 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_variant_options_that_would_change_the_strategy_are_refused(
-    data: Path, tmp_path: Path
+    data: Path, tmp_path: Path, profile: Path
 ) -> None:
     from rag_position.eval.strategies import select_strategies, split_variant
-    from rag_position.strategies import STRATEGIES, PositionProfile
+    from rag_position.strategies import STRATEGIES
     from rag_position.strategies.registry import _TARGETS, strategy_options
 
     assert set(_TARGETS) == set(STRATEGIES)  # every strategy's options are checked
@@ -535,8 +537,6 @@ def test_variant_options_that_would_change_the_strategy_are_refused(
     with pytest.raises(EvalConfigError, match="takes no option 'placement'"):
         select_strategies(["convex_score_profile:placement=first"])
     # a profile given in the variant itself needs no --profile
-    profile = tmp_path / "profile.json"
-    PositionProfile(tuple([0.1] * 9 + [0.9]), model="scripted", source="eval").save(profile)
     variant = f"convex_score_profile:profile={profile}"
     result = run_compare(
         ScriptedScorer(), data=data, strategies=[variant], gold=["random"], out=tmp_path / "c"

@@ -287,8 +287,8 @@ def _choose(
     notes: list[str],
 ) -> list[Strategy]:
     profile_name = "convex_score_profile"
-    bases = [split_variant(n)[0] for n in names] if names is not None else []
-    wanted = names is None or profile_name in bases
+    parsed = [split_variant(n) for n in names] if names is not None else []
+    wanted = names is None or any(base == profile_name for base, _ in parsed)
     if profile_name not in options and sweep:
         profile = eval_profile(sweep, k, model)
         if profile is not None:
@@ -309,11 +309,7 @@ def _choose(
             del found[profile_name]
             notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
         return list(found.values())
-    unprofiled = [
-        n
-        for n in names
-        if split_variant(n)[0] == profile_name and "profile" not in split_variant(n)[1]
-    ]
+    unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
     if unprofiled and profile_name not in options:
         raise EvalConfigError(
             f"--strategies: {profile_name} needs a position profile: pass --profile PATH, or "
