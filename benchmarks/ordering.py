@@ -8,7 +8,7 @@
         --out benchmarks/results/ordering_cost_cpu.json
 
 Instances are the eval's (``load_multidoc``: dense-retrieved distractors from the
-shared oracle file, cached), the gold passage at a seeded uniformly random position
+packaged oracle file, cached), the gold passage at a seeded uniformly random position
 per question.
 
 ``cost``: per question, ``convex_score`` with the N rotations of one base order

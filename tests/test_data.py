@@ -14,8 +14,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+import rag_position.data
 from rag_position.data import (
     KV_75_FILE,
+    KV_140_FILE,
     ORACLE_FILE,
     InstanceBuilder,
     KVInstance,
@@ -27,6 +29,7 @@ from rag_position.data import (
     load_kv,
     load_qa,
     normalize_answer,
+    packaged_data_dir,
     place_gold,
     random_distractor_order,
     read_jsonl,
@@ -37,10 +40,7 @@ from rag_position.passages import Passage, as_passage, as_passages
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    try:
-        return default_data_dir()
-    except FileNotFoundError as exc:  # pragma: no cover - the data ships beside the repo
-        pytest.skip(str(exc))
+    return default_data_dir()  # the packaged files (no $RAG_POSITION_DATA in the tests)
 
 
 def _write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
@@ -308,17 +308,34 @@ def test_kv_pair_not_in_records(tmp_path: Path) -> None:
     )
 
 
-def test_default_data_dir_env_and_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_data_dir_env_then_packaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAG_POSITION_DATA", str(tmp_path))
     assert default_data_dir() == tmp_path
     monkeypatch.setenv("RAG_POSITION_DATA", str(tmp_path / "absent"))
     with pytest.raises(FileNotFoundError, match="RAG_POSITION_DATA"):
         default_data_dir()
     monkeypatch.delenv("RAG_POSITION_DATA")
-    (tmp_path / "shared" / "data").mkdir(parents=True)
+    # a shared/data folder above the working directory is not looked for: the package's own
+    tmp_path.joinpath("shared", "data").mkdir(parents=True)
     (tmp_path / "main" / "sub").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "main" / "sub")
-    assert default_data_dir() == (tmp_path / "shared" / "data").resolve()
+    assert default_data_dir() == packaged_data_dir()
+    assert packaged_data_dir().parent == Path(rag_position.data.__file__).resolve().parent
+
+
+def test_packaged_data_files_with_their_licences() -> None:
+    folder = packaged_data_dir()
+    qa = load_qa(folder / ORACLE_FILE)
+    assert len(qa) == 2000 and all(q.gold_index == 0 and q.k == 1 for q in qa)
+    for name, pairs in ((KV_75_FILE, 75), (KV_140_FILE, 140)):
+        kv = load_kv(folder / name)
+        assert len(kv) == 500 and {len(x.records) for x in kv} == {pairs}
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    for name in (ORACLE_FILE, KV_75_FILE, KV_140_FILE, "CC BY-SA", "MIT"):
+        assert name in readme
+    assert "Copyright (c) 2023 Nelson Liu" in (folder / "LICENSE-lost-in-the-middle").read_text()
 
 
 # --- instance builder: fast tests with a scripted embedder ---------------------------

@@ -1,7 +1,7 @@
 """The ``>>>`` examples in the public docstrings run and print what they show.
 
 Only modules whose examples need no model, embedder or data file are collected here;
-examples that do (``load_model("embedded")``, the shared data folder) are written as
+examples that do (``load_model("embedded")``, the packaged data folder) are written as
 ``Example::`` literal blocks, which doctest does not run. A few older ``>>>`` examples
 in these modules are illustrations on a model (``ILLUSTRATIVE``) and are skipped.
 """

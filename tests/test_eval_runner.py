@@ -542,3 +542,28 @@ def test_variant_options_that_would_change_the_strategy_are_refused(
         ScriptedScorer(), data=data, strategies=[variant], gold=["random"], out=tmp_path / "c"
     )
     assert [(r["strategy"], r["accuracy"]) for r in result.rows] == [(variant, 1.0)]
+
+
+def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
+    data: Path, tmp_path: Path
+) -> None:
+    from rag_position.eval import run_quick
+    from rag_position.eval.quick import QUICK_RANDOM_ONLY, QUICK_STRATEGIES
+
+    model = ScriptedScorer()
+    result = run_quick(model, data=data, questions=4, out=tmp_path / "q", progress=False)
+    rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
+    run = {name for name, _ in rows}
+    assert run == set(QUICK_STRATEGIES) & set(available_strategies())
+    assert {"likelihood_selection", "convex_score_profile", "edge", "retriever"} <= run
+    for name in run:
+        settings = {g for s, g in rows if s == name}
+        assert settings == ({"random"} if name in QUICK_RANDOM_ONLY else {"random", "worst"})
+    for name in QUICK_RANDOM_ONLY:
+        assert rows[(name, "random")]["n"] == 4 and rows[(name, "random")]["lm_calls"] == K + 1
+    # the sweep (0, 4, 9) reads the ends: its profile places the found gold at an end
+    assert rows[("convex_score_profile", "random")]["accuracy"] == 1.0
+    report = (tmp_path / "q" / "report.md").read_text()
+    assert "convex_score_profile uses the accuracy profile of this run's sweep" in report
+    assert "likelihood_selection: run with the gold random only" in report
+    assert "'likelihood_selection'" in report  # the recorded call names the strategies run

@@ -14,7 +14,7 @@ from rag_position.errors import ContextLengthError, ModelSpecError
 from rag_position.models import Generator, Scorer, SpanScore, load_model
 from rag_position.models.transformers_backend import TransformersModel, resolve_dtype
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "rag_position" / "data" / "files"  # in the repo
 BF16_TOLERANCE = 0.05  # documented in README: bf16 mean log-prob vs float32, per span
 
 

@@ -22,6 +22,7 @@ from rag_position.data.loaders import (
     iter_jsonl,
     load_kv,
     load_qa,
+    packaged_data_dir,
     read_jsonl,
 )
 from rag_position.data.metrics import best_subspan_em, contains_answer, normalize_answer
@@ -45,6 +46,7 @@ __all__ = [
     "load_kv",
     "load_qa",
     "normalize_answer",
+    "packaged_data_dir",
     "place_gold",
     "random_distractor_order",
     "read_jsonl",

@@ -208,17 +208,25 @@ def load_kv(path: PathLike, *, limit: int | None = None) -> list[KVInstance]:
     return instances
 
 
-def default_data_dir() -> Path:
-    """The shared data folder (``shared/data``).
+def packaged_data_dir() -> Path:
+    """The data files that ship inside the package (origin and licences in its README.md).
 
-    ``$RAG_POSITION_DATA`` when set; else the first ``shared/data`` found beside
-    the current directory or one of its parents, then beside this package or one
-    of its parents (the repository at ``X/main`` finds ``X/shared/data``).
+    Example:
+        >>> [(packaged_data_dir() / name).is_file() for name in (ORACLE_FILE, KV_75_FILE)]
+        [True, True]
+    """
+    return Path(__file__).resolve().parent / "files"
+
+
+def default_data_dir() -> Path:
+    """The folder the eval suite reads its data files from.
+
+    ``$RAG_POSITION_DATA`` when set (a folder of your own files with the release's
+    names); else :func:`packaged_data_dir`, the files shipped with the package.
 
     Example::
 
         folder = default_data_dir()  # or: RAG_POSITION_DATA=/data/litm python ...
-        sorted(p.name for p in folder.glob("*.jsonl.gz"))
         load_qa(folder / ORACLE_FILE)
     """
     env = os.environ.get(DATA_ENV)
@@ -227,16 +235,13 @@ def default_data_dir() -> Path:
         if not path.is_dir():
             raise FileNotFoundError(f"${DATA_ENV} is {env!r}, which is not a folder")
         return path
-    starts = [Path.cwd().resolve(), Path(__file__).resolve().parent]
-    for start in starts:
-        for folder in (start, *start.parents):
-            candidate = folder / "shared" / "data"
-            if candidate.is_dir():
-                return candidate
-    raise FileNotFoundError(
-        "found no shared/data folder above the current directory or the rag_position "
-        f"package; set ${DATA_ENV} to the folder that holds {ORACLE_FILE}"
-    )
+    folder = packaged_data_dir()
+    if not (folder / ORACLE_FILE).is_file():
+        raise FileNotFoundError(
+            f"the packaged data file {folder / ORACLE_FILE} is missing (a broken install?); "
+            f"reinstall rag-position, or set ${DATA_ENV} to a folder that holds {ORACLE_FILE}"
+        )
+    return folder
 
 
 # --- helpers -------------------------------------------------------------------------

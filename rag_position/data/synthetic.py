@@ -1,7 +1,7 @@
 """Synthetic long-context instances: RULER-style multi-value needles and VarSum.
 
 Both are built from a seed alone plus filler text (essay-like passages, e.g. the
-Wikipedia passages of the shared NQ file, or whitespace), so any model can be
+Wikipedia passages of the packaged NQ file, or whitespace), so any model can be
 measured on them offline and two runs with the same seed see the same inputs.
 Lengths are in the model's own tokens when a ``count_tokens`` callable is given,
 else estimated at four characters a token.

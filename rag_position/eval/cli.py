@@ -247,7 +247,9 @@ def _task(tasks: Any, name: str, help_text: str) -> argparse.ArgumentParser:
         help="a local model's dtype (default auto: bfloat16 where native, float16 on a GPU "
         "without it, else float32)",
     )
-    parser.add_argument("--data", type=Path, default=None, help="data file (default: shared dev)")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="data file (default: the packaged dev file)"
+    )
     parser.add_argument(
         "--questions", type=int, default=None, help="first N (default: 50 of dev, all of --data)"
     )

@@ -132,8 +132,12 @@ def compare_section(
     gold: Sequence[str] = GOLD_SETTINGS,
     sweep_rows: Sequence[Mapping[str, Any]] | None = None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    gold_of: Mapping[str, Sequence[str]] | None = None,
 ) -> Section:
     """Run every strategy in the ``gold`` settings in ``ctx``; summarise as a report section.
+
+    ``gold_of[name]`` narrows strategy ``name`` to some of those settings (``eval quick``
+    runs the scoring strategies, ten passes a question each, at the random position only).
 
     Each strategy's seed on an instance derives from its seed group's name
     (:func:`~rag_position.eval.strategies.seed_name`): the ConvexScore variants share
@@ -148,6 +152,7 @@ def compare_section(
         section.rows, section.tables[0].cells  # summary rows, the Markdown table's cells
     """
     gold = check_gold(gold)
+    narrowed = {name: check_gold(labels) for name, labels in (gold_of or {}).items()}
     k = dataset.docs
     notes: list[str] = []
     worst = -1
@@ -168,7 +173,8 @@ def compare_section(
         for label, setting in settings:
             placed = place_gold(instance, position[label])
             for strategy in chosen:
-                jobs.append(_job(ctx, model, strategy, placed, setting, label, position[label]))
+                if label in narrowed.get(strategy.name, gold):
+                    jobs.append(_job(ctx, model, strategy, placed, setting, label, position[label]))
     rows = summarize(ctx.run(jobs, desc=f"compare k={k}"), seed=ctx.seed)
     figure = "compare-accuracy.png"
     names = {
@@ -203,6 +209,9 @@ def compare_section(
         "generated tokens",
         "seconds",
     ]
+    for name, labels in narrowed.items():
+        if any(s.name == name for s in chosen) and set(labels) != set(gold):
+            notes.append(f"{name}: run with the gold {' and '.join(labels)} only")
     notes.append(
         "costs are means per question: choosing the order plus generating the answer "
         "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "

@@ -4,7 +4,7 @@
 record holds k passages, one gold: the exact published setting) or an oracle-format
 file (one gold passage a record: instances are then built from it, distractors mined
 from that file's own passages by dense retrieval). The default is the dev oracle file
-in the shared data folder.
+in the packaged data folder (or $RAG_POSITION_DATA).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class MultidocData:
 
 
 def default_oracle_path() -> Path:
-    """The dev oracle file of the shared data folder."""
+    """The dev oracle file of the data folder (:func:`~rag_position.data.default_data_dir`)."""
     return default_data_dir() / ORACLE_FILE
 
 

@@ -49,7 +49,7 @@ def run_kv(
 ) -> EvalResult:
     """Sweep the queried pair over ``positions`` (default: the paper's) of ``pairs`` pairs.
 
-    ``data`` is a ``kv-retrieval-*_keys`` file (default: the shared file for 75 or 140
+    ``data`` is a ``kv-retrieval-*_keys`` file (default: the packaged file for 75 or 140
     pairs; generated for any other count). ``query_aware`` lists the prompt variants.
 
     Example::

@@ -59,7 +59,7 @@ def run_multifact(
     """Recall of needle values, single pass vs ``fact@1..iterations``; report in ``out``.
 
     ``questions`` haystacks per (config, size), default 20; ``data`` is the NQ file
-    whose passages are the filler (default: the shared one). ``max_new_tokens`` bounds
+    whose passages are the filler (default: the packaged one). ``max_new_tokens`` bounds
     each needle answer (single pass and every FACT pass alike).
 
     Example::

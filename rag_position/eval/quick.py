@@ -2,9 +2,13 @@
 
 Multi-document QA with 10 passages, the gold passage at positions 0, 4 and 9,
 closed-book and oracle baselines, then the strategy comparison on the same
-questions (gold at a random position and at the worst of the three), all on the
-first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two runs give identical
-numbers (and a second run into the same folder recomputes nothing).
+questions: the baselines, the frameworks' ``LongContextReorder`` and the
+no-scoring strategies with the gold at a random position and at the worst of the
+three; the scoring strategies (likelihood selection, and ConvexScore placed by the
+position profile this run's sweep has just measured) with the gold at the random
+position. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
+runs give identical numbers (and a second run into the same folder recomputes
+nothing).
 """
 
 from __future__ import annotations
@@ -24,15 +28,18 @@ from rag_position.eval.strategies import available_strategies
 PathLike = str | os.PathLike[str]
 
 QUICK_QUESTIONS = 20
-"""Sized for about 10 minutes with the embedded model on a 2-core CPU: a question
-costs about 21 s (5 sweep prompts and about 6 new compare prompts; bfloat16, one
-prompt a call), plus ~25 s to load the models. Measured here: 20 questions in 445 s
-(load average ~2); 25 questions took 25 min while a test suite held one core."""
+"""Sized for about 10 minutes with the embedded model on a 2-core CPU with bfloat16
+(see the README for the measured time and float32)."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
-QUICK_STRATEGIES = ("retriever", "random", "gold_first", "gold_last", "edge", "sandwich")
-"""The baselines plus the registered strategies that need no scoring pass; the
-likelihood strategies (10 scoring passes a question each) are left to ``eval compare``."""
+QUICK_STRATEGIES = (
+    "retriever", "random", "gold_first", "gold_last", "edge", "sandwich",
+    "langchain_reorder", "llamaindex_reorder", "likelihood_selection", "convex_score_profile",
+)  # fmt: skip
+"""The baselines, the frameworks' reorders (where installed), the strategies that need
+no scoring pass, and the two scoring strategies of :data:`QUICK_RANDOM_ONLY`."""
+QUICK_RANDOM_ONLY = ("likelihood_selection", "convex_score_profile")
+"""Run with the gold at the random position only: ten scoring passes a question each."""
 
 
 def run_quick(
@@ -54,7 +61,8 @@ def run_quick(
 ) -> EvalResult:
     """The position sweep, baselines and comparison on ``questions`` dev questions.
 
-    ``strategies`` default to :data:`QUICK_STRATEGIES` where available.
+    ``strategies`` default to :data:`QUICK_STRATEGIES` where available; those of
+    :data:`QUICK_RANDOM_ONLY` run with the gold at the random position only.
 
     Example::
 
@@ -84,9 +92,22 @@ def run_quick(
         if strategies is None:
             known = available_strategies()
             strategies = [name for name in QUICK_STRATEGIES if name in known]
-        sections.append(compare_section(ctx, dataset, strategies=strategies, sweep_rows=sweep.rows))
+        narrowed = {name: ("random",) for name in QUICK_RANDOM_ONLY}
+        sections.append(
+            compare_section(
+                ctx, dataset, strategies=strategies, sweep_rows=sweep.rows, gold_of=narrowed
+            )
+        )
     call = command or api_command(
-        "run_quick", ctx.label, {"questions": questions, "data": data, "seed": seed}
+        "run_quick",
+        ctx.label,
+        {
+            "questions": questions,
+            "data": data,
+            "strategies": list(strategies) if strategies is not None else None,
+            "compare": compare,
+            "seed": seed,
+        },
     )
     return finish(
         ctx,

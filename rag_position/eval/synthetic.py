@@ -13,11 +13,11 @@ from rag_position.eval.common import EvalConfigError
 from rag_position.eval.datasets import default_oracle_path
 
 FILLER_PASSAGES = 2000
-"""How many gold passages of the shared NQ file feed the essay-like filler."""
+"""How many gold passages of the packaged NQ file feed the essay-like filler."""
 
 
 def essay_filler(path: Any = None, *, limit: int = FILLER_PASSAGES) -> list[str]:
-    """Essay-like filler: the Wikipedia passages of the shared NQ oracle file."""
+    """Essay-like filler: the Wikipedia passages of the packaged NQ oracle file."""
     records = load_qa(path or default_oracle_path(), limit=limit)
     return [p.text for r in records for p in r.passages]
 
