@@ -565,5 +565,5 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     assert rows[("convex_score_profile", "random")]["accuracy"] == 1.0
     report = (tmp_path / "q" / "report.md").read_text()
     assert "convex_score_profile uses the accuracy profile of this run's sweep" in report
-    assert "likelihood_selection: run with the gold random only" in report
+    assert "likelihood_selection: run only with the gold at a random position" in report
     assert "'likelihood_selection'" in report  # the recorded call names the strategies run

@@ -176,11 +176,11 @@ def compare_section(
                 if label in narrowed.get(strategy.name, gold):
                     jobs.append(_job(ctx, model, strategy, placed, setting, label, position[label]))
     rows = summarize(ctx.run(jobs, desc=f"compare k={k}"), seed=ctx.seed)
-    figure = "compare-accuracy.png"
     names = {
         "random": "gold at a random position",
         "worst": f"gold at the worst position ({worst})",
     }
+    figure = "compare-accuracy.png"
     plot_bars(
         ctx.store.path.parent / figure,
         {names[s]: {r["strategy"]: point(r) for r in rows if r["gold"] == s} for s, _ in settings},
@@ -211,7 +211,8 @@ def compare_section(
     ]
     for name, labels in narrowed.items():
         if any(s.name == name for s in chosen) and set(labels) != set(gold):
-            notes.append(f"{name}: run with the gold {' and '.join(labels)} only")
+            shown = " and the ".join(names[label] for label in labels)
+            notes.append(f"{name}: run only with the {shown}")
     notes.append(
         "costs are means per question: choosing the order plus generating the answer "
         "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "

@@ -27,9 +27,12 @@ from rag_position.eval.strategies import available_strategies
 
 PathLike = str | os.PathLike[str]
 
-QUICK_QUESTIONS = 20
-"""Sized for about 10 minutes with the embedded model on a 2-core CPU with bfloat16
-(see the README for the measured time and float32)."""
+QUICK_QUESTIONS = 10
+"""Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16 (the
+README has the measured times, and float32's). A question costs about 47 s there: 5 sweep
+prompts, about 8 new compare prompts (the rest repeat sweep prompts and are answered
+from the run's store), and the two scoring strategies' 10 passes and answer each, about
+11.5 s apiece; 20 questions took 15 min 21 s."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (
