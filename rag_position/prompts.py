@@ -1,9 +1,11 @@
 """The published prompts as data, and one render function per task.
 
-Templates are the ones of docs/METHODS.md, byte for byte: "Lost in the Middle" (Liu
-et al., TACL 2024: ``qa``, ``qa_ordered_randomly``, query-aware contextualization,
-closed-book, key-value retrieval), recite-then-solve step 1 (Du, Tian et al.) and
-FACT (Wang, Wang et al.). The Lost-in-the-Middle renderers reproduce the release's
+Templates are the papers' own, byte for byte: "Lost in the Middle" (Liu et al.,
+TACL 2024: ``qa``, ``qa_ordered_randomly``, query-aware contextualization,
+closed-book, key-value retrieval), recite-then-solve step 1 (Du, Tian et al., 2025,
+"context length alone hurts") and FACT (Wang, Wang et al., "FACT: Examining the
+Effectiveness of Iterative Context Rewriting for Multi-fact Retrieval", Findings of
+NAACL 2025). The Lost-in-the-Middle renderers reproduce the release's
 ``lost_in_the_middle/prompting.py`` (checked against its prompt tests): a template
 file is read with its trailing newlines stripped, so no prompt ends in a newline.
 
@@ -85,8 +87,9 @@ RECITE_TEMPLATE = (
     "Question:\n"
     "{question}"
 )
-"""As METHODS.md gives it. (The paper's Figure 12, as extracted from the PDF, shows
-``Question: {question}`` on one line; METHODS.md, which we follow, breaks the line.)"""
+"""The paper's step-1 prompt for multi-document QA, with ``Question:`` and the question
+on two lines. (Its Figure 12, as extracted from the PDF, shows ``Question: {question}``
+on one line; we follow the two-line form given with the method's description.)"""
 
 # --- FACT ----------------------------------------------------------------------------
 

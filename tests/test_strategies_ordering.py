@@ -537,6 +537,9 @@ def test_estimate_profile_recovers_the_curve() -> None:
     assert prof.values == tuple(u_curve(p, 5) for p in range(5))
     assert prof.ranking()[0] == 4 and prof.model == "scripted" and prof.source == "likelihood"
     assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 10
+    shown = PositionScorer()  # with a progress bar: one call per instance, the same profile
+    assert estimate_profile(shown, instances, model="scripted", progress=True) == prof
+    assert [len(b) for b in shown.batches] == [5, 5]
     partial = estimate_profile(PositionScorer(), instances, positions=[0, 2, 4])
     assert partial.values[1] == pytest.approx((u_curve(0, 5) + u_curve(2, 5)) / 2)
     with pytest.raises(ValueError, match="passages"):

@@ -112,6 +112,7 @@ def estimate_profile(
     model: str | None = None,
     template: str | None = None,
     query_aware: bool = False,
+    progress: bool = False,
 ) -> PositionProfile:
     """A likelihood profile: mean question log-likelihood with the gold passage at each position.
 
@@ -121,7 +122,9 @@ def estimate_profile(
     the gold passage moves there and the others keep their order (as
     ``place_gold`` does); every prompt goes to the scorer in one batched call
     (N prompts per instance, no generation). Positions not measured are filled by
-    linear interpolation. ``model`` defaults to the scorer's ``name``.
+    linear interpolation. ``model`` defaults to the scorer's ``name``. ``progress=True``
+    shows a progress bar and scores one instance's prompts per call instead (the
+    same scores; a CPU backend scores one prompt at a time either way).
 
     Example::
 
@@ -156,7 +159,15 @@ def estimate_profile(
             spans.append(question_span(prompt, question))
     if n_passages is None:
         raise ValueError("`instances` is empty; a profile needs at least one instance")
-    results, _ = score_prompts(scorer, prompts, spans)
+    if progress:
+        from tqdm.auto import tqdm
+
+        step = len(wanted)
+        results = []
+        for at in tqdm(range(0, len(prompts), step), desc="estimate_profile", unit="instance"):
+            results += score_prompts(scorer, prompts[at : at + step], spans[at : at + step])[0]
+    else:
+        results, _ = score_prompts(scorer, prompts, spans)
     means = [sum(r.mean for r in results[j :: len(wanted)]) / (len(results) // len(wanted))
              for j in range(len(wanted))]  # fmt: skip
     values = tuple(_interp(p, wanted, means) for p in range(n_passages))
