@@ -317,7 +317,7 @@ def test_default_data_dir_env_then_packaged(
     with pytest.raises(FileNotFoundError, match="RAG_POSITION_DATA"):
         default_data_dir()
     monkeypatch.delenv("RAG_POSITION_DATA")
-    # a shared/data folder above the working directory is not looked for: the package's own
+    # a "shared" folder holding "data" above the working directory is not looked for
     tmp_path.joinpath("shared", "data").mkdir(parents=True)
     (tmp_path / "main" / "sub").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "main" / "sub")
