@@ -7,8 +7,6 @@
 #                                       # (what a user who installs the package from a wheel runs)
 # VENV=path chooses the environment (default: .venv in the repository root).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-VENV=${VENV:-.venv}
 mode=repo extras="" wheel=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -18,6 +16,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+cd "$(dirname "$0")/.."  # after --wheel's path is resolved from where you called it
+VENV=${VENV:-.venv}
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 py="$VENV/bin/python"
