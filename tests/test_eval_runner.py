@@ -567,3 +567,16 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     assert "convex_score_profile uses the accuracy profile of this run's sweep" in report
     assert "likelihood_selection: run only with the gold at a random position" in report
     assert "'likelihood_selection'" in report  # the recorded call names the strategies run
+
+
+def test_compare_refuses_a_narrowed_setting_outside_the_run(data: Path, tmp_path: Path) -> None:
+    from rag_position.eval.compare import compare_section
+    from rag_position.eval.datasets import load_multidoc
+    from rag_position.eval.session import open_context
+
+    ctx = open_context(Scripted(), tmp_path / "c", progress=False)
+    dataset = load_multidoc(data, docs=K, questions=2)
+    with pytest.raises(EvalConfigError, match="gold_of"):
+        compare_section(
+            ctx, dataset, strategies=["edge"], gold=["random"], gold_of={"edge": ["worst"]}
+        )

@@ -153,6 +153,11 @@ def compare_section(
     """
     gold = check_gold(gold)
     narrowed = {name: check_gold(labels) for name, labels in (gold_of or {}).items()}
+    for name, labels in narrowed.items():
+        if not set(labels) <= set(gold):
+            raise EvalConfigError(
+                f"gold_of[{name!r}] = {list(labels)} is not among this run's settings {list(gold)}"
+            )
     k = dataset.docs
     notes: list[str] = []
     worst = -1

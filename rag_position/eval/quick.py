@@ -28,11 +28,10 @@ from rag_position.eval.strategies import available_strategies
 PathLike = str | os.PathLike[str]
 
 QUICK_QUESTIONS = 10
-"""Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16 (the
-README has the measured times, and float32's). A question costs about 47 s there: 5 sweep
-prompts, about 8 new compare prompts (the rest repeat sweep prompts and are answered
-from the run's store), and the two scoring strategies' 10 passes and answer each, about
-11.5 s apiece; 20 questions took 15 min 21 s."""
+"""Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16: 10
+questions took 8 min 43 s there, 20 took 15 min 21 s (the two scoring strategies, ten
+passes and an answer each, cost about 12 s a question apiece). The README has the
+measured times, and float32's."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (
