@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,128 @@ class Cost:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+class Tally:
+    """The cost of the model calls made inside one :func:`metered` block.
+
+    Thread-safe: calls that a backend spreads over worker threads add here too.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._total = Cost()
+        self.records = 0
+
+    @property
+    def total(self) -> Cost:
+        """What the calls made in the block (so far) cost."""
+        with self._lock:
+            return self._total
+
+    def add(self, cost: Cost) -> None:
+        with self._lock:
+            self._total = self._total + cost
+            self.records += 1
+
+
+_TALLIES: contextvars.ContextVar[tuple[Tally, ...]] = contextvars.ContextVar(
+    "rag_position_tallies", default=()
+)
+
+
+@contextmanager
+def metered() -> Iterator[Tally]:
+    """Count what the model calls made inside the block cost, and nothing else.
+
+    Every backend reports each call it makes (:func:`record`); a call counts in
+    every ``metered`` block open in the context that made it. Another thread's
+    calls on the same model do not count, so the figure is right under concurrency
+    (a backend's own worker threads run in a copy of the caller's context:
+    :func:`in_context`). Blocks nest.
+
+    Example:
+        >>> with metered() as outer:
+        ...     record(Cost(lm_calls=1, prompt_tokens=10))
+        ...     with metered() as inner:
+        ...         record(Cost(lm_calls=2))
+        >>> outer.total.lm_calls, inner.total.lm_calls, outer.total.prompt_tokens
+        (3, 2, 10)
+        >>> record(Cost(lm_calls=5))  # outside any block: counted nowhere
+        >>> outer.total.lm_calls
+        3
+    """
+    tally = Tally()
+    token = _TALLIES.set((*_TALLIES.get(), tally))
+    try:
+        yield tally
+    finally:
+        _TALLIES.reset(token)
+
+
+class Spend:
+    """What :func:`spent_by` measured: ``cost`` is set when the block ends."""
+
+    def __init__(self) -> None:
+        self.cost: Cost | None = None
+
+
+@contextmanager
+def spent_by(model: object) -> Iterator[Spend]:
+    """The cost of the calls made on ``model`` inside the block, when it can be known.
+
+    Our backends report every call (:func:`record`), so the figure is exact under
+    concurrency. A model of the caller's own that keeps a ``usage`` total but does
+    not report its calls is measured by the change of that total (which counts other
+    threads' calls too). ``spend.cost`` stays ``None`` for a model that keeps no
+    ``usage``: the caller counts what it can (prompts sent, wall time).
+
+    Example:
+        >>> class Counting:
+        ...     usage = Cost()
+        ...     def generate(self, prompts):
+        ...         self.usage = self.usage + Cost(lm_calls=len(prompts))
+        ...         return prompts
+        >>> model = Counting()
+        >>> with spent_by(model) as spend:
+        ...     _ = model.generate(["a", "b"])
+        >>> spend.cost.lm_calls
+        2
+    """
+    spend = Spend()
+    before = getattr(model, "usage", None)
+    with metered() as tally:
+        try:
+            yield spend
+        finally:
+            after = getattr(model, "usage", None)
+            if tally.records:
+                spend.cost = tally.total
+            elif isinstance(before, Cost) and isinstance(after, Cost):
+                spend.cost = after - before
+
+
+def record(cost: Cost) -> None:
+    """Add one call's own cost to every :func:`metered` block open in this context."""
+    for tally in _TALLIES.get():
+        tally.add(cost)
+
+
+def in_context(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` bound to a copy of the current context: submit it to a worker thread so
+    that the calls it makes count in the caller's :func:`metered` blocks."""
+    context = contextvars.copy_context()
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return context.copy().run(fn, *args, **kwargs)
+
+    return run
+
+
 class UsageMeter:
-    """A thread-safe running total of :class:`Cost`, kept by every backend as ``.usage``."""
+    """A thread-safe running total of :class:`Cost`, kept by every backend as ``.usage``.
+
+    Each :meth:`add` is also :func:`record`-ed, so it counts in the caller's
+    :func:`metered` blocks.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -43,6 +168,7 @@ class UsageMeter:
     def add(self, cost: Cost) -> None:
         with self._lock:
             self._total = self._total + cost
+        record(cost)
 
     @contextmanager
     def timed(self, lm_calls: int, prompt_tokens: int) -> Iterator[list[int]]:

@@ -23,6 +23,7 @@ MODULES = [
     "rag_position.strategies.registry",
     "rag_position.strategies.sandwich",
     "rag_position.models.protocols",
+    "rag_position.cost",
     "rag_position.models.transformers_backend",
     "rag_position.eval.cli",
     "rag_position.eval.common",

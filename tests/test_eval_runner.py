@@ -258,7 +258,7 @@ def test_bad_inputs_name_file_line_and_field(data: Path, tmp_path: Path) -> None
         run_multidoc(Scripted(), data=data, sandwich=True, ordered_randomly=True, out=tmp_path)
 
 
-def test_compare_baselines_and_the_registry_hook(
+def test_compare_baselines_and_a_row_added_to_the_table(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
@@ -267,9 +267,10 @@ def test_compare_baselines_and_the_registry_hook(
         calls.append(question)
         return types.SimpleNamespace(passages=list(passages)[::-1], cost=Cost(lm_calls=3))
 
-    fake = types.ModuleType("rag_position.strategies")
-    fake.STRATEGIES = {"reverse": reverse}  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rag_position.strategies", fake)
+    from rag_position.strategies import registry
+
+    table = {**registry.STRATEGIES, "reverse": registry.StrategySpec("reverse", reverse)}
+    monkeypatch.setattr(registry, "STRATEGIES", table)
     assert "reverse" in available_strategies()
     model = Scripted()
     names = ["retriever", "random", "gold_first", "gold_last", "reverse"]
@@ -525,17 +526,19 @@ def test_variant_options_that_would_change_the_strategy_are_refused(
 ) -> None:
     from rag_position.eval.strategies import select_strategies, split_variant
     from rag_position.strategies import STRATEGIES
-    from rag_position.strategies.registry import _TARGETS, strategy_options
+    from rag_position.strategies.registry import strategy_options
 
-    assert set(_TARGETS) == set(STRATEGIES)  # every strategy's options are checked
+    assert all(strategy_options(name) == spec.options for name, spec in STRATEGIES.items())
     assert "placement" in strategy_options("convex_score")
     assert "placement" not in strategy_options("convex_score_profile")  # its name says how
     with pytest.raises(EvalConfigError, match="the seed is the run's"):
         select_strategies(["convex_score:seed=3"])
     with pytest.raises(EvalConfigError, match="'top_k' given twice"):
         split_variant("edge:top_k=3:top_k=5")
-    with pytest.raises(EvalConfigError, match="takes no option 'placement'"):
+    with pytest.raises(EvalConfigError, match="sets placement itself"):
         select_strategies(["convex_score_profile:placement=first"])
+    with pytest.raises(EvalConfigError, match="takes no option 'n_orders'.*n_rotations"):
+        select_strategies(["convex_score:n_orders=3"])
     # a profile given in the variant itself needs no --profile
     variant = f"convex_score_profile:profile={profile}"
     result = run_compare(

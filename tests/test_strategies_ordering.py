@@ -231,7 +231,7 @@ def test_design_sizes() -> None:
     # every (passage, position) pair measured N times under different arrangements
     for d, p in itertools.product(range(6), range(6)):
         assert sum(o[p] == d for o in authors) == 6
-    few = convex_design(10, n_orders=3, seed=1)
+    few = convex_design(10, n_rotations=3, seed=1)
     assert len(few) == 3
     at_ends = {o[0] for o in few} | {o[-1] for o in few}
     assert len(at_ends) == 6  # evenly spaced rotations: 2M distinct passages at the ends
@@ -239,10 +239,10 @@ def test_design_sizes() -> None:
 
 
 def test_design_bad_input() -> None:
-    with pytest.raises(ValueError, match="n_orders"):
-        convex_design(4, n_orders=5)
-    with pytest.raises(ValueError, match="n_orders"):
-        convex_design(4, n_orders=0)
+    with pytest.raises(ValueError, match="n_rotations"):
+        convex_design(4, n_rotations=5)
+    with pytest.raises(ValueError, match="n_rotations"):
+        convex_design(4, n_rotations=0)
     with pytest.raises(ValueError, match="n_base_orders"):
         convex_design(4, n_base_orders=0)
     with pytest.raises(ValueError, match="authors"):
@@ -329,7 +329,7 @@ def test_convex_score_placements() -> None:
 
 def test_convex_score_few_orders() -> None:
     docs = passages_with_gold(10, 0)
-    r = convex_score(QUESTION, docs, PositionScorer(), n_orders=3, seed=1)
+    r = convex_score(QUESTION, docs, PositionScorer(), n_rotations=3, seed=1)
     assert r.cost.lm_calls == 3
     measured = [sum(not math.isnan(v) for v in row) for row in r.likelihoods]
     assert measured == [3] * 10
@@ -343,8 +343,8 @@ def test_convex_score_few_orders() -> None:
 
 def test_convex_score_bad_input() -> None:
     scorer = HashScorer()
-    with pytest.raises(ValueError, match="n_orders"):
-        convex_score(QUESTION, ["a", "b"], scorer, n_orders=0)
+    with pytest.raises(ValueError, match="n_rotations"):
+        convex_score(QUESTION, ["a", "b"], scorer, n_rotations=0)
     with pytest.raises(ValueError, match="n_base_orders"):
         convex_score(QUESTION, ["a", "b"], scorer, n_base_orders=0)
     with pytest.raises(ValueError, match="profile"):
@@ -567,7 +567,7 @@ def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
     assert by_model.passages[3] is gold_docs[1] and by_model.cost.lm_calls == 4
     assert by_model.details["relevance"] == "convex_score"
     with pytest.raises(ValueError, match="scorer"):
-        profile_reorder(QUESTION, docs, profile=last_best, n_orders=2)
+        profile_reorder(QUESTION, docs, profile=last_best, n_rotations=2)
 
 
 # --------------------------------------------------------------------------- registry
@@ -582,13 +582,15 @@ def test_registry_names_and_uniform_calls() -> None:
         "convex_score_sandwich",
         "edge",
         "sandwich",
+        "profile",
     }
     assert set(STRATEGIES) == ordering | {"fact", "recite", "medoid"}  # generation: elsewhere
+    assert {n for n, spec in STRATEGIES.items() if not spec.answers} == ordering
     docs = passages_with_gold(4, 2)
     profile = PositionProfile((0.0, 0.0, 0.0, 1.0))
     for name in sorted(ordering):
         strategy = STRATEGIES[name]
-        options = {"profile": profile} if name == "convex_score_profile" else {}
+        options = {"profile": profile} if "profile" in name else {}
         r = strategy(QUESTION, docs, scorer=PositionScorer(), generator=None, **options)
         assert isinstance(r, OrderingResult)
         assert sorted(map(id, r.passages)) == sorted(map(id, docs))
@@ -611,6 +613,12 @@ def test_registry_names_and_uniform_calls() -> None:
         STRATEGIES["convex_score"](QUESTION, docs)
     with pytest.raises(ValueError, match="profile"):
         STRATEGIES["convex_score_profile"](QUESTION, docs, scorer=PositionScorer())
+    with pytest.raises(TypeError, match="sets placement itself"):
+        STRATEGIES["convex_score_profile"](QUESTION, docs, scorer=PositionScorer(), placement="first")
+    with pytest.raises(TypeError, match="no option 'n_rotation'.*n_rotations"):
+        STRATEGIES["convex_score"](QUESTION, docs, scorer=PositionScorer(), n_rotation=2)
+    # the same model may go to every row: rows ignore the ones they do not need
+    assert STRATEGIES["edge"](QUESTION, docs, scorer=PositionScorer()).order == [1, 3, 2, 0]
 
 
 # --------------------------------------------------------------------------- properties
@@ -635,7 +643,7 @@ STRATEGY_CALLS: dict[str, Callable[[list[Any]], OrderingResult[Any]]] = {
     "selection": lambda xs: likelihood_selection(QUESTION, xs, SCORER, seed=1),
     "convex": lambda xs: convex_score(QUESTION, xs, SCORER, n_base_orders=2),
     "convex_authors_few": lambda xs: convex_score(
-        QUESTION, xs, SCORER, variant="authors", n_orders=max(1, len(xs) // 2), placement="last"
+        QUESTION, xs, SCORER, variant="authors", n_rotations=max(1, len(xs) // 2), placement="last"
     ),
     "convex_profile": lambda xs: convex_score(
         QUESTION, xs, SCORER, placement="profile", profile=PROFILE
@@ -716,9 +724,9 @@ def test_score_definitions_rank_alike_on_complete_designs(
 
 
 def test_score_definitions_differ_on_partial_designs() -> None:
-    # With n_orders < N a passage is measured at some positions only; then they differ.
+    # With n_rotations < N a passage is measured at some positions only; then they differ.
     n = 6
-    orders = convex_design(n, n_orders=4, seed=1)
+    orders = convex_design(n, n_rotations=4, seed=1)
     scores = [-1.0, -2.0, -0.5, -1.5]
     table = likelihood_table(orders, scores, n)
     edge = convex_scores(table, 1.0, 0.0)[0]

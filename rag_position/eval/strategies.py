@@ -1,29 +1,19 @@
-"""The strategies ``compare`` ranks: built-in baselines plus whatever is registered.
+"""The strategies ``compare`` ranks: the core strategy table plus the eval's own baselines.
 
-A :class:`Strategy` turns one instance into the prompt to answer from (or the
-answer itself) and says what that cost. Built in: ``retriever`` (the order given),
-``random`` (a seeded shuffle of all passages), ``gold_first`` and ``gold_last``
-(upper bounds: they know the gold passage), and, when the frameworks are installed,
+An :class:`EvalStrategy` turns one instance into the prompt to answer from (or the
+answer itself) and says what that cost. The eval's own: ``random`` (a seeded
+shuffle of all passages), ``gold_first`` and ``gold_last`` (upper bounds: they
+know the gold passage), and, when the frameworks are installed,
 ``langchain_reorder`` / ``llamaindex_reorder`` (the frameworks' own
-``LongContextReorder`` classes run on the same inputs).
-
-**The hook.** At call time (never at import) :func:`available_strategies` imports
-``rag_position.strategies`` if it exists and adds every entry of its
-``STRATEGIES`` mapping (name -> callable). Each is called as
-``fn(question, passages, scorer=model, generator=model, seed=..., **options)``
-(``seed`` only where the callable names it as a parameter) and must return an object with
-``.passages`` (the new order) and ``.cost`` (a ``Cost``); the answer is generated
-from ``.prompt`` when that is a string, else from the ``qa`` prompt of
-``.passages``; an ``.answer`` string is taken as the answer without generating.
-So a strategy added to that registry appears in ``compare`` with no change here.
-Built-in names win over registered ones of the same name.
+``LongContextReorder`` classes run on the same inputs). Every row of
+:data:`rag_position.strategies.STRATEGIES` runs as a :class:`TableStrategy`,
+called with the run's model as scorer and generator and the question's seed; a
+row added to that table appears in ``compare`` with no change here.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import inspect
 import random
 import threading
 import time
@@ -31,17 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rag_position.cost import Cost
+from rag_position.cost import Cost, record, spent_by
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Prepared
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
-
-REGISTRY_MODULE = "rag_position.strategies"
-REGISTRY_ATTRIBUTE = "STRATEGIES"
+from rag_position.strategies import registry
 
 
-class Strategy(Protocol):
+class EvalStrategy(Protocol):
     """Given an instance (gold placed, passages in retriever order) and the model.
 
     Example::
@@ -85,43 +73,36 @@ class OrderStrategy:
 
 
 @dataclass(frozen=True)
-class RegisteredStrategy:
-    """A strategy from the ``rag_position.strategies`` registry, called as documented above.
+class TableStrategy:
+    """A row of the core strategy table, run on an eval instance with the run's model.
 
     Example:
         >>> from rag_position.passages import Passage
         >>> from rag_position.strategies import STRATEGIES
         >>> docs = tuple(Passage(t) for t in ("Paris is in France.", "Rome.", "Oslo."))
         >>> inst = QAInstance("Where is Paris?", ("France",), docs, gold_index=0)
-        >>> prepared = RegisteredStrategy("edge", STRATEGIES["edge"]).prepare(inst, None, seed=0)
+        >>> prepared = TableStrategy("edge", STRATEGIES["edge"]).prepare(inst, None, seed=0)
         >>> prepared.info, prepared.cost.lm_calls
         ({'gold_at': 0}, 0)
     """
 
     name: str
-    function: Callable[..., Any]
+    spec: registry.StrategySpec
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
-        kwargs: dict[str, Any] = {"scorer": model, "generator": model, **self.options}
-        if _accepts(self.function, "seed"):
-            kwargs.setdefault("seed", seed)
-        before = getattr(model, "usage", None)
-        try:
-            result = self.function(instance.question, list(instance.passages), **kwargs)
-        except TypeError as exc:
-            named = [k for k in self.options if f"argument '{k}'" in str(exc)]
-            if "unexpected keyword argument" not in str(exc) or not named:
-                raise
-            raise EvalConfigError(
-                f"strategy {self.name!r}: an option it does not take: {exc}"
-            ) from None
+        with spent_by(model) as spend:
+            result = self.spec(
+                instance.question,
+                list(instance.passages),
+                scorer=model,
+                generator=model,
+                seed=seed,
+                **self.options,
+            )
         cost = getattr(result, "cost", None)
         if not isinstance(cost, Cost):
-            after = getattr(model, "usage", None)
-            cost = (
-                after - before if isinstance(before, Cost) and isinstance(after, Cost) else Cost()
-            )
+            cost = spend.cost or Cost()
         answer = getattr(result, "answer", None)
         if isinstance(answer, str):
             return Prepared(answer=answer, cost=cost)
@@ -132,15 +113,14 @@ class RegisteredStrategy:
         return Prepared(prompt=prompt, cost=cost, info=_gold_at(instance, passages))
 
 
-def builtin_strategies() -> dict[str, Strategy]:
-    """The baselines: retriever order, random order, gold first, gold last.
+def builtin_strategies() -> dict[str, EvalStrategy]:
+    """The eval's own orders: random, and the gold-aware bounds gold first and gold last.
 
     Example:
         >>> sorted(builtin_strategies())
-        ['gold_first', 'gold_last', 'random', 'retriever']
+        ['gold_first', 'gold_last', 'random']
     """
     return {
-        "retriever": OrderStrategy("retriever", lambda inst, seed: list(inst.passages)),
         "random": OrderStrategy("random", _random_order),
         "gold_first": OrderStrategy("gold_first", lambda inst, seed: _moved(inst, 0)),
         "gold_last": OrderStrategy("gold_last", lambda inst, seed: _moved(inst, inst.k - 1)),
@@ -149,46 +129,59 @@ def builtin_strategies() -> dict[str, Strategy]:
 
 def available_strategies(
     options: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Strategy]:
-    """Built-ins, the installed frameworks' reorders, then the registry's (import at call time).
+) -> dict[str, EvalStrategy]:
+    """What ``compare`` runs when no strategies are named, in its report's order.
 
-    ``options[name]`` are passed to a registered strategy on every call.
+    The retriever's order, the eval's own orders, the installed frameworks' reorders,
+    then every row of the strategy table marked ``compared``. ``options[name]`` are
+    passed to a table row on every call.
 
     Example:
         >>> found = available_strategies({"medoid": {"k": 5}})
-        >>> {"retriever", "gold_first", "edge", "medoid"} <= set(found)
-        True
+        >>> {"retriever", "gold_first", "edge", "medoid"} <= set(found), "profile" in found
+        (True, False)
         >>> found["medoid"].options
         {'k': 5}
     """
-    found: dict[str, Strategy] = builtin_strategies()
+    return {
+        name: strategy
+        for name, strategy in _every_strategy(options).items()
+        if not isinstance(strategy, TableStrategy) or strategy.spec.compared
+    }
+
+
+def _every_strategy(
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, EvalStrategy]:
+    table = registry.STRATEGIES
+    found: dict[str, EvalStrategy] = {}
+    if "retriever" in table:
+        found["retriever"] = _table_strategy("retriever", table["retriever"], options)
+    found.update(builtin_strategies())
     found.update(framework_strategies())
-    for name, function in registered_functions().items():
+    for name, spec in table.items():
         if name not in found:
-            found[name] = RegisteredStrategy(name, function, dict((options or {}).get(name, {})))
+            found[name] = _table_strategy(name, spec, options)
     return found
 
 
-def registered_functions() -> dict[str, Callable[..., Any]]:
-    """``rag_position.strategies.STRATEGIES`` when that package exists, else ``{}``."""
+def _table_strategy(
+    name: str, spec: registry.StrategySpec, options: Mapping[str, Mapping[str, Any]] | None
+) -> TableStrategy:
+    own = dict((options or {}).get(name, {}))
     try:
-        module = importlib.import_module(REGISTRY_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and REGISTRY_MODULE.startswith(exc.name):
-            return {}
-        raise
-    registry = getattr(module, REGISTRY_ATTRIBUTE, None)
-    if not isinstance(registry, Mapping):
-        return {}
-    return {str(name): fn for name, fn in registry.items() if callable(fn)}
+        spec.check_options(own)
+    except TypeError as exc:
+        raise EvalConfigError(f"strategy {name!r}: {exc}") from None
+    return TableStrategy(name, spec, own)
 
 
 def select_strategies(
     names: list[str] | None, options: Mapping[str, Mapping[str, Any]] | None = None
-) -> list[Strategy]:
-    """The strategies named (all available when ``None``), in the order given.
+) -> list[EvalStrategy]:
+    """The strategies named (``compare``'s default set when ``None``), in the order given.
 
-    A name may carry options for a registered strategy, ``NAME:KEY=VALUE[:KEY=VALUE...]``
+    A name may carry options for a table row, ``NAME:KEY=VALUE[:KEY=VALUE...]``
     (:func:`split_variant`): a variant, run and reported under that whole name, with
     ``options[NAME]`` and its own on top.
 
@@ -196,50 +189,39 @@ def select_strategies(
         >>> [s.name for s in select_strategies(["retriever", "medoid:k=5"])]
         ['retriever', 'medoid:k=5']
         >>> select_strategies(["medoid:k=5"], {"medoid": {"k": 3, "seed": 1}})[0].options
-        {'k': 5, 'seed': 1}
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: strategy 'medoid': strategy 'medoid' takes no option 'seed'; its options: absence_phrases, k, max_new_tokens, permute, temperature
     """
-    found = available_strategies(options)
     if names is None:
-        return list(found.values())
+        return list(available_strategies(options).values())
+    found = _every_strategy(options)
     unknown = [n for n in names if split_variant(n)[0] not in found]
     if unknown:
         raise EvalConfigError(
             f"--strategies: unknown {unknown}; available here: {', '.join(found)}"
         )
-    chosen: list[Strategy] = []
+    chosen: list[EvalStrategy] = []
     for name in names:
         base, own = split_variant(name)
         strategy = found[base]
         if own:
-            if not isinstance(strategy, RegisteredStrategy):
+            if not isinstance(strategy, TableStrategy):
                 raise EvalConfigError(
                     f"--strategies: {name!r}: {base!r} is a built-in order and takes no options"
                 )
-            _check_options(name, base, own)
-            strategy = RegisteredStrategy(name, strategy.function, {**strategy.options, **own})
+            if "seed" in own:
+                raise EvalConfigError(
+                    f"--strategies: {name!r}: the seed is the run's (--seed): each question "
+                    "gets its own"
+                )
+            try:
+                strategy.spec.check_options(own)
+            except TypeError as exc:
+                raise EvalConfigError(f"--strategies: {name!r}: {exc}") from None
+            strategy = TableStrategy(name, strategy.spec, {**strategy.options, **own})
         chosen.append(strategy)
     return chosen
-
-
-def _check_options(name: str, base: str, own: Mapping[str, Any]) -> None:
-    try:
-        from rag_position.strategies.registry import strategy_options
-    except ImportError:
-        return
-    try:
-        known = strategy_options(base)
-    except ValueError:  # not one of ours: its own call will say
-        return
-    if "seed" in own:
-        raise EvalConfigError(
-            f"--strategies: {name!r}: the seed is the run's (--seed): each question gets its own"
-        )
-    unknown = sorted(set(own) - known)
-    if unknown:
-        raise EvalConfigError(
-            f"--strategies: {name!r}: {base!r} takes no option {', '.join(map(repr, unknown))}; "
-            f"its options: {', '.join(sorted(known)) or 'none'}"
-        )
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
@@ -282,9 +264,9 @@ def _option_value(raw: str) -> Any:
     return raw
 
 
-def framework_strategies() -> dict[str, Strategy]:
+def framework_strategies() -> dict[str, EvalStrategy]:
     """LangChain's and LlamaIndex's ``LongContextReorder``, where the package is installed."""
-    found: dict[str, Strategy] = {}
+    found: dict[str, EvalStrategy] = {}
     if importlib.util.find_spec("langchain_community") is not None:
         found["langchain_reorder"] = OrderStrategy("langchain_reorder", _langchain_reorder)
     if importlib.util.find_spec("llama_index") is not None and _has_llamaindex_core():
@@ -343,14 +325,6 @@ def _gold_at(instance: QAInstance, passages: list[Any]) -> dict[str, Any]:
         if gold is not None and (p is gold or p == gold):
             return {"gold_at": i}
     return {}
-
-
-def _accepts(function: Callable[..., Any], name: str) -> bool:
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == name and p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 SEED_GROUPS: Mapping[str, str] = {
@@ -421,19 +395,25 @@ class SharedScoring:
             hit = self._memo.get(key)
             if hit is not None:
                 self._extra = self._extra + hit[1]
-                return list(hit[0])
-        metered = isinstance(getattr(self._model, "usage", None), Cost)
-        before = self._model.usage if metered else Cost()
+        if hit is not None:
+            record(hit[1])
+            return list(hit[0])
         start = time.perf_counter()
-        results = list(self._model.score_spans(prompts, spans))
-        if metered:
-            cost = self._model.usage - before
+        with spent_by(self._model) as spend:
+            results = list(self._model.score_spans(prompts, spans))
+        if spend.cost is not None:
+            cost = spend.cost
         else:
             cost = Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
             with self._lock:
                 self._extra = self._extra + cost
+            record(cost)
         with self._lock:
             self._memo[key] = (results, cost)
             while len(self._memo) > self._size:
                 del self._memo[next(iter(self._memo))]
         return list(results)
+
+
+Strategy = EvalStrategy  # TODO(one-design): the old name, until compare.py/__init__ move
+RegisteredStrategy = TableStrategy  # TODO(one-design): likewise

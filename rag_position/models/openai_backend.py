@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import openai
 from openai.types import Completion
 
-from rag_position.cost import Cost, UsageMeter
+from rag_position.cost import Cost, UsageMeter, in_context
 from rag_position.errors import (
     BackendError,
     BackendUnavailableError,
@@ -38,7 +38,7 @@ from rag_position.errors import (
     ModelSpecError,
     ScoringUnsupportedError,
 )
-from rag_position.models.protocols import Span, SpanScore
+from rag_position.models.protocols import Span, SpanScore, check_span
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -298,7 +298,7 @@ class OpenAICompatibleModel:
         if len(prompts) != len(spans):
             raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
-            _check_span(prompt, span, i)
+            check_span(prompt, span, i)
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Any]:
@@ -355,7 +355,7 @@ class OpenAICompatibleModel:
             if len(items) == 1 or self.concurrency == 1:
                 return [run(item) for item in items]
             with ThreadPoolExecutor(min(self.concurrency, len(items))) as pool:
-                futures: list[Future[U]] = [pool.submit(run, item) for item in items]
+                futures: list[Future[U]] = [pool.submit(in_context(run), item) for item in items]
                 try:
                     return [f.result() for f in futures]
                 except BaseException:
@@ -496,15 +496,6 @@ def _span_score(reply: Completion, prompt: str, span: Span, index: int, url: str
     total = sum(values)
     return SpanScore(total / len(values), total, len(values))
 
-
-def _check_span(prompt: str, span: Span, index: int) -> None:
-    start, end = span
-    if not 0 <= start < end <= len(prompt):
-        what = "empty" if start >= end else "outside the prompt"
-        raise ValueError(
-            f"span {span} of prompt {index} is {what} (prompt has {len(prompt)} characters; "
-            "a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)"
-        )
 
 
 __all__ = ["OpenAICompatibleModel"]

@@ -128,3 +128,37 @@ class Metered(Protocol):
     def usage(self) -> Cost:
         """Cumulative cost since the object was created."""
         ...
+
+
+def check_span(prompt: str, span: Span, index: int) -> None:
+    """``span`` must be a non-empty half-open character range inside ``prompt``.
+
+    Example:
+        >>> check_span("Question: why?", (10, 14), 0)
+        >>> check_span("why?", (2, 2), 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: span (2, 2) of prompt 3 is empty (prompt has 4 characters; a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)
+    """
+    start, end = span
+    if not 0 <= start < end <= len(prompt):
+        what = "empty" if start >= end else "outside the prompt"
+        raise ValueError(
+            f"span {span} of prompt {index} is {what} (prompt has {len(prompt)} characters; "
+            "a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)"
+        )
+
+
+def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
+    """``text`` up to the first occurrence of any of ``stop`` (empty strings ignored).
+
+    Example:
+        >>> cut_at_stop("Paris. Question: next", ["Question:", "Answer:"])
+        'Paris. '
+        >>> cut_at_stop("Paris.", None)
+        'Paris.'
+    """
+    if not stop:
+        return text
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))
+    return text[:cut]

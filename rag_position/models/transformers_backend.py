@@ -25,7 +25,7 @@ import torch
 
 from rag_position.cost import Cost, UsageMeter
 from rag_position.errors import ContextLengthError, ModelSpecError
-from rag_position.models.protocols import Span, SpanScore
+from rag_position.models.protocols import Span, SpanScore, check_span, cut_at_stop
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ class TransformersModel:
         encoded: list[_Encoded] = []
         targets: list[list[int]] = []
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
-            _check_span(prompt, span, i)
+            check_span(prompt, span, i)
             enc = self._encode(prompt)
             self._check_length(len(enc.ids), what=f"prompt {i}")
             lo, hi = span[0] + enc.prompt_start, span[1] + enc.prompt_start
@@ -433,26 +433,10 @@ class TransformersModel:
                     kept.append(t)
                 generated[0] += min(len(kept) + 1, len(row))
                 texts.append(
-                    _cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
+                    cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
                 )
         return texts
 
-
-def _cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
-    if not stop:
-        return text
-    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=len(text))
-    return text[:cut]
-
-
-def _check_span(prompt: str, span: Span, index: int) -> None:
-    start, end = span
-    if not 0 <= start < end <= len(prompt):
-        what = "empty" if start >= end else "outside the prompt"
-        raise ValueError(
-            f"span {span} of prompt {index} is {what} (prompt has {len(prompt)} characters; "
-            "a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)"
-        )
 
 
 def _context_window(model: Any, tokenizer: Any) -> int:

@@ -1,10 +1,13 @@
 """Strategies: where passages go (ordering) and how answers are made (FACT, recite, medoid).
 
 Each strategy takes ``(question, passages, ...)`` (plus a ``scorer`` where it
-scores) and returns an :class:`OrderingResult`: ``.passages`` (the caller's own
-objects, in the new order), ``.order``, ``.scores`` and ``.cost``. Passages may
-be :class:`~rag_position.passages.Passage` objects, strings or ``ctxs`` dicts.
-:data:`STRATEGIES` names them for the eval suite.
+scores, a ``generator`` where it answers) and returns one of two result types: an
+:class:`OrderingResult` (a reorderer: ``.passages``, the caller's own objects in
+the new order, ``.order``, ``.scores``, ``.cost``) or an :class:`AnswerResult`
+(it answers by itself: ``.answer``, ``.trace``, ``.cost``). Passages may be
+:class:`~rag_position.passages.Passage` objects, strings or ``ctxs`` dicts.
+:data:`STRATEGIES`, the strategy table, names them all for the eval suite and
+both framework integrations.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from rag_position.strategies._align import (
     parse_bullets,
     remove_facts,
 )
-from rag_position.strategies._base import GaugeResult, OrderingResult
+from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
 from rag_position.strategies.convex import ConvexScoreResult, convex_design, convex_score
 from rag_position.strategies.edges import edge_reorder
 from rag_position.strategies.fact import (
@@ -43,10 +46,11 @@ from rag_position.strategies.recite import (
     ReciteTrace,
     recite_then_solve,
 )
-from rag_position.strategies.registry import STRATEGIES, Strategy, get_strategy
+from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strategy
 from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE, sandwich, sandwich_prompt
 
 __all__ = [
+    "AnswerResult",
     "CHAT_SANDWICH_TEMPLATE",
     "DEFAULT_ABSENCE_PHRASES",
     "STRATEGIES",
@@ -64,7 +68,7 @@ __all__ = [
     "RecitedBlock",
     "Rewritten",
     "SelectionResult",
-    "Strategy",
+    "StrategySpec",
     "StrategyError",
     "convex_design",
     "convex_score",

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any
+from typing import Any, TypeVar
 
-from rag_position.cost import Cost
+from rag_position.cost import Cost, spent_by
 from rag_position.errors import BackendError, RagPositionError
 from rag_position.models.protocols import Generator, Metered, Span
 from rag_position.passages import Passage, as_passages
 from rag_position.prompts import format_documents
+
+T = TypeVar("T")
 
 FUZZY_THRESHOLD = 0.8
 """Default ``difflib`` ratio a sentence needs to count as the same text as a candidate."""
@@ -74,20 +76,32 @@ def resolve_context(
 class Meter:
     """Counts what a strategy spends on ``generator``.
 
-    The cost is the change of the generator's ``usage`` when it keeps one (so calls a
-    custom callable makes on the same generator count too), else the number of prompts
-    sent through :meth:`generate` and the wall time.
+    When the generator keeps ``usage`` (every backend does), the cost is that of the
+    calls made through :meth:`generate` and :meth:`run` (so a custom callable that
+    calls the same generator counts too), metered per call
+    (:func:`rag_position.cost.spent_by`): another thread's calls on a shared model do
+    not count. Otherwise it is the number of prompts sent and the wall time.
     """
 
     def __init__(self, generator: Generator) -> None:
         self.generator = generator
-        self._metered = generator if isinstance(generator, Metered) else None
-        self._before = self._metered.usage if self._metered is not None else Cost()
+        self._metered = isinstance(generator, Metered)
+        self._spent: Cost | None = None
         self._start = time.perf_counter()
         self.calls = 0
 
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, with the model calls it makes counted."""
+        spend = None
+        try:
+            with spent_by(self.generator) as spend:
+                return fn(*args, **kwargs)
+        finally:  # after the block has closed, so that `spend.cost` is known
+            if spend is not None and spend.cost is not None:
+                self._spent = spend.cost if self._spent is None else self._spent + spend.cost
+
     def generate(self, prompts: list[str], **kwargs: Any) -> list[str]:
-        outputs = self.generator.generate(prompts, **kwargs)
+        outputs = self.run(self.generator.generate, prompts, **kwargs)
         self.calls += len(prompts)
         if len(outputs) != len(prompts):
             raise BackendError(
@@ -96,8 +110,8 @@ class Meter:
         return [str(o) for o in outputs]
 
     def cost(self) -> Cost:
-        if self._metered is not None:
-            return self._metered.usage - self._before
+        if self._metered:
+            return self._spent or Cost()
         return Cost(lm_calls=self.calls, seconds=time.perf_counter() - self._start)
 
 

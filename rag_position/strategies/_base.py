@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any, Generic, TypeVar
 
-from rag_position.cost import Cost
+from rag_position.cost import Cost, spent_by
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Metered, Scorer, Span, SpanScore
 from rag_position.passages import Passage, as_passage
@@ -45,6 +45,24 @@ class OrderingResult(Generic[T]):
     cost: Cost
     prompt: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswerResult:
+    """What a strategy that answers by itself returns (FACT, recite-then-solve, medoid).
+
+    ``answer`` is the final answer, ``cost`` what making it spent, ``trace`` how it
+    was made (each strategy's own trace type). Subclasses add their own fields.
+
+    Example::
+
+        result = fact("Who wrote Hamlet?", docs, load_model("embedded"))
+        result.answer, result.cost.lm_calls, result.trace.stopped_because
+    """
+
+    answer: str
+    cost: Cost
+    trace: Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,19 +157,18 @@ def score_prompts(
 ) -> tuple[list[SpanScore], Cost]:
     """One batched ``score_spans`` call and what it cost.
 
-    The cost is the change of the scorer's ``usage`` when it keeps one (a scorer
-    shared with other threads may count their calls too), else the number of
-    prompts and the wall time.
+    The cost is that of the scorer's own calls when it keeps ``usage``
+    (:func:`rag_position.cost.spent_by`: another thread's calls on a shared scorer
+    do not count), else the number of prompts and the wall time.
     """
-    meter = scorer if isinstance(scorer, Metered) else None
-    before = meter.usage if meter is not None else Cost()
     start = time.perf_counter()
-    results = scorer.score_spans(prompts, spans)
+    with spent_by(scorer) as spend:
+        results = scorer.score_spans(prompts, spans)
     elapsed = time.perf_counter() - start
     if len(results) != len(prompts):
         raise BackendError(f"the scorer returned {len(results)} scores for {len(prompts)} prompts")
-    if meter is not None:
-        return list(results), meter.usage - before
+    if spend.cost is not None:
+        return list(results), spend.cost
     return list(results), Cost(lm_calls=len(prompts), seconds=elapsed)
 
 

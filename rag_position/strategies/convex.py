@@ -26,8 +26,7 @@ from rag_position.strategies._base import (
     reordered,
 )
 from rag_position.strategies.gauge import check_template, question_likelihood
-from rag_position.strategies.placement import Placement, Rest, place
-from rag_position.strategies.profiles import ProfileLike, as_profile
+from rag_position.strategies.profiles import Placement, ProfileLike, Rest, as_profile, place
 
 T = TypeVar("T")
 Variant = Literal["convex", "authors"]
@@ -65,7 +64,7 @@ def convex_score(
     scorer: Scorer,
     *,
     n_base_orders: int = 1,
-    n_orders: int | None = None,
+    n_rotations: int | None = None,
     seed: int = 0,
     design: Design = "rotations",
     edge_weight: float = 1.0,
@@ -80,7 +79,7 @@ def convex_score(
     """Identify the gold passage by ConvexScore and place it.
 
     Design (see :func:`convex_design`): ``n_base_orders`` (R) seeded random base
-    orders, ``n_orders`` (M, default N) evenly spaced rotations of each: R·M
+    orders, ``n_rotations`` (M, default N) evenly spaced rotations of each: R·M
     prompts, one batched scoring call. ``design="authors"`` is the authors' N
     shuffles x N rotations as intended (R = N distinct shuffles: their public code
     restarts each shuffle's rotations from the original order, repeating N
@@ -106,7 +105,7 @@ def convex_score(
     check_question(question)
     check_template(template, query_aware)
     check_count(n_base_orders, "n_base_orders")
-    check_count(n_orders, "n_orders")
+    check_count(n_rotations, "n_rotations")
     seed = check_seed(seed)
     _check_choice(variant, ("convex", "authors"), "variant")
     _check_choice(placement, ("first", "last", "profile"), "placement")
@@ -127,7 +126,7 @@ def convex_score(
             likelihoods=[], edge=[], curvature=[], orders=[], prompt_scores=[],
         )  # fmt: skip
     orders = convex_design(
-        n, n_base_orders=n_base_orders, n_orders=n_orders, seed=seed, design=design
+        n, n_base_orders=n_base_orders, n_rotations=n_rotations, seed=seed, design=design
     )
     gauge = question_likelihood(
         question, items, scorer, orders=orders, template=template, query_aware=query_aware
@@ -158,16 +157,16 @@ def convex_design(
     n: int,
     *,
     n_base_orders: int = 1,
-    n_orders: int | None = None,
+    n_rotations: int | None = None,
     seed: int = 0,
     design: Design = "rotations",
 ) -> list[list[int]]:
-    """The orders ConvexScore scores: ``n_orders`` rotations of each of ``n_base_orders`` bases.
+    """The orders ConvexScore scores: ``n_rotations`` rotations of each of ``n_base_orders`` bases.
 
     Base orders are seeded random arrangements, distinct as cycles while there are
     enough ((N-1)! of them; rotations of one cycle would repeat the same prompts).
     Rotation ``k`` of base ``b`` puts ``b[j]`` at position ``(j - k) mod N``; all N
-    rotations put every passage at every position once. With M = ``n_orders`` < N the
+    rotations put every passage at every position once. With M = ``n_rotations`` < N the
     rotations are evenly spaced (``k = floor(i·N/M)``): each passage is measured at M
     of the N positions, at most 2M passages ever sit at an end, and a passage never
     measured where a weighted term needs it scores ``-inf`` (it cannot be the gold
@@ -177,21 +176,21 @@ def convex_design(
     Example:
         >>> convex_design(3)  # every passage at every position once
         [[1, 2, 0], [2, 0, 1], [0, 1, 2]]
-        >>> len(convex_design(4, n_base_orders=2)), len(convex_design(4, n_orders=2))
+        >>> len(convex_design(4, n_base_orders=2)), len(convex_design(4, n_rotations=2))
         (8, 2)
     """
     check_count(n, "n")
     check_count(n_base_orders, "n_base_orders")
-    check_count(n_orders, "n_orders")
+    check_count(n_rotations, "n_rotations")
     _check_choice(design, ("rotations", "authors"), "design")
     if design == "authors":
         if n_base_orders not in (1, n):
             raise ValueError("design='authors' uses N base orders; leave `n_base_orders` at 1")
         n_base_orders = n
-    m = n if n_orders is None else n_orders
+    m = n if n_rotations is None else n_rotations
     if m > n:
         raise ValueError(
-            f"`n_orders` ({m}) counts rotations of each base order, at most N = {n}; "
+            f"`n_rotations` ({m}) counts rotations of each base order, at most N = {n}; "
             "use `n_base_orders` for more prompts"
         )
     rng = random.Random(check_seed(seed))
@@ -235,7 +234,7 @@ def convex_scores(
     On a design where every passage is measured at every position equally often (R
     complete rotation sets, or the authors' N x N), every row has the same total, so
     C, E + C and the authors' +/-LL are increasing affine functions of E: all rank the
-    passages alike, and only ``n_orders`` < N makes the weights matter.
+    passages alike, and only ``n_rotations`` < N makes the weights matter.
     """
     scores, edges, curvatures = [], [], []
     for row in table:

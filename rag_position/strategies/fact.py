@@ -38,7 +38,7 @@ from rag_position.strategies._align import (
     sentence_spans,
     similarity,
 )
-from rag_position.strategies._base import check_count, check_question
+from rag_position.strategies._base import AnswerResult, check_count, check_question
 
 Retrieve = Callable[[str, str], Sequence[str]]
 """``retrieve(question, context) -> candidate facts``."""
@@ -100,7 +100,7 @@ class FactTrace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FactResult:
+class FactResult(AnswerResult):
     """``facts`` in their order in the original context; ``answer`` is ``""`` when
     ``answer=False`` was asked.
 
@@ -110,10 +110,8 @@ class FactResult:
         result.answer, result.facts, result.trace.stopped_because, result.cost.lm_calls
     """
 
-    answer: str
     facts: list[str]
     trace: FactTrace
-    cost: Cost
 
 
 def fact(
@@ -179,8 +177,8 @@ def fact(
                 raw = meter.generate([prompt], max_new_tokens=max_new_tokens)[0]
                 candidates = parse_bullets(raw)
             else:
-                candidates = [str(c) for c in retrieve(question, context)]
-            step = rewriter(candidates, context)
+                candidates = [str(c) for c in meter.run(retrieve, question, context)]
+            step = meter.run(rewriter, candidates, context)
             iterations.append(_classify(raw, candidates, step, context, seen, threshold))
             new = iterations[-1].new_facts
             facts.extend(new)
@@ -188,7 +186,7 @@ def fact(
             if not new:
                 stopped = "nothing_new"
                 break
-            if stop is not None and stop(list(facts), context):
+            if stop is not None and meter.run(stop, list(facts), context):
                 stopped = "stop"
                 break
         facts = _in_original_order(facts, original, threshold)

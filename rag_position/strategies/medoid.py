@@ -21,7 +21,7 @@ from rag_position.models.protocols import Embedder, Generator
 from rag_position.passages import Passage, as_passages
 from rag_position.prompts import render_qa
 from rag_position.strategies._align import Meter, StrategyError
-from rag_position.strategies._base import check_count, check_question, check_seed, distinct_orders
+from rag_position.strategies._base import AnswerResult, check_count, check_question, check_seed, distinct_orders
 
 DEFAULT_ABSENCE_PHRASES: tuple[str, ...] = (
     "no information",
@@ -68,7 +68,7 @@ class MedoidTrace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MedoidResult:
+class MedoidResult(AnswerResult):
     """``answers[i]`` was generated from ``orders[i]``; ``similarities[i]`` is its summed
     cosine similarity to the other voters (``None`` for an answer that did not vote).
 
@@ -78,12 +78,10 @@ class MedoidResult:
         result.answer, result.answers, result.orders, result.similarities, result.cost.lm_calls
     """
 
-    answer: str
     answers: list[str]
     orders: list[list[int]]
     similarities: list[float | None]
     trace: MedoidTrace
-    cost: Cost
 
 
 def medoid_vote(
@@ -92,7 +90,7 @@ def medoid_vote(
     generator: Generator,
     embedder: Embedder,
     *,
-    k: int = 5,
+    k: int = 3,
     seed: int = 0,
     temperature: float = 0.0,
     permute: bool = True,

@@ -1,4 +1,4 @@
-"""Placement by a model's position profile (beyond the papers), and the shared placement rule.
+"""Placement by a model's position profile (beyond the papers).
 
 "Lost in the Middle" (Liu et al., TACL 2024) found accuracy U-shaped in the gold
 passage's position, but each model has its own curve: the embedded model reads
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer
@@ -23,11 +23,10 @@ from rag_position.strategies._base import (
     own_score,
     reordered,
 )
-from rag_position.strategies.profiles import ProfileLike, as_profile
+from rag_position.strategies.convex import convex_score
+from rag_position.strategies.profiles import ProfileLike, as_profile, place
 
 T = TypeVar("T")
-Placement = Literal["first", "last", "profile"]
-Rest = Literal["keep", "scores"]
 
 
 def profile_reorder(
@@ -76,8 +75,6 @@ def profile_reorder(
         if any(math.isnan(s) for s in relevance):
             raise ValueError("`scores` holds NaN; give every passage a number (-inf for last)")
     elif scorer is not None:
-        from rag_position.strategies.convex import convex_score
-
         result = convex_score(question, items, scorer, **convex_options)
         relevance, cost, source = result.scores, result.cost, "convex_score"
     else:
@@ -95,35 +92,3 @@ def profile_reorder(
         cost=cost,
         details={"relevance": source},
     )
-
-
-def place(
-    ranked: Sequence[int], placement: Placement, rest: Rest | None, profile: ProfileLike | None
-) -> list[int]:
-    """The new order from ``ranked`` (input indices, most relevant first).
-
-    ``"first"``/``"last"``: the top passage to the front/end; with ``rest="scores"``
-    the others follow the ranking away from it, else they keep their input order.
-    ``"profile"``: the k-th ranked passage at the profile's k-th best position
-    (``rest="keep"``: only the top one; the others fill the remaining positions in
-    their input order).
-    """
-    n = len(ranked)
-    gold = ranked[0]
-    if placement == "profile":
-        assert profile is not None
-        positions = as_profile(profile).interpolate(n).ranking()
-        if rest in (None, "scores"):
-            who = list(ranked)
-        else:
-            others = [d for d in range(n) if d != gold]
-            slots = sorted(positions[1:])
-            who = [gold] + [others[slots.index(p)] for p in positions[1:]]
-        order = [0] * n
-        for position, d in zip(positions, who, strict=True):
-            order[position] = d
-        return order
-    front = list(ranked) if rest == "scores" else [gold, *(d for d in range(n) if d != gold)]
-    if placement == "first":
-        return front
-    return front[::-1] if rest == "scores" else [*front[1:], gold]

@@ -210,3 +210,38 @@ def _unpack(instance: Any, k: int) -> tuple[str, Sequence[Any], int]:
     if isinstance(gold, bool) or not isinstance(gold, int):
         raise ValueError(f"instance {k} has no gold passage (gold_index={gold!r})")
     return question, passages, gold
+
+Placement = Literal["first", "last", "profile"]
+Rest = Literal["keep", "scores"]
+
+
+def place(
+    ranked: Sequence[int], placement: Placement, rest: Rest | None, profile: ProfileLike | None
+) -> list[int]:
+    """The new order from ``ranked`` (input indices, most relevant first).
+
+    ``"first"``/``"last"``: the top passage to the front/end; with ``rest="scores"``
+    the others follow the ranking away from it, else they keep their input order.
+    ``"profile"``: the k-th ranked passage at the profile's k-th best position
+    (``rest="keep"``: only the top one; the others fill the remaining positions in
+    their input order).
+    """
+    n = len(ranked)
+    gold = ranked[0]
+    if placement == "profile":
+        assert profile is not None
+        positions = as_profile(profile).interpolate(n).ranking()
+        if rest in (None, "scores"):
+            who = list(ranked)
+        else:
+            others = [d for d in range(n) if d != gold]
+            slots = sorted(positions[1:])
+            who = [gold] + [others[slots.index(p)] for p in positions[1:]]
+        order = [0] * n
+        for position, d in zip(positions, who, strict=True):
+            order[position] = d
+        return order
+    front = list(ranked) if rest == "scores" else [gold, *(d for d in range(n) if d != gold)]
+    if placement == "first":
+        return front
+    return front[::-1] if rest == "scores" else [*front[1:], gold]

@@ -27,7 +27,7 @@ from rag_position.strategies._align import (
     resolve_context,
     similarity,
 )
-from rag_position.strategies._base import check_question
+from rag_position.strategies._base import AnswerResult, check_question
 
 RECITE_TEXT_TEMPLATE = (
     "Read the question based on the given text. Choose the sentences most relevant to the "
@@ -114,7 +114,7 @@ class ReciteTrace:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReciteResult:
+class ReciteResult(AnswerResult):
     """``recited``: the grounded evidence (exact source text) in context order.
 
     Example::
@@ -123,10 +123,8 @@ class ReciteResult:
         result.answer, [p.text for p in result.recited], result.trace.outcome, result.cost
     """
 
-    answer: str
     recited: list[Passage]
     trace: ReciteTrace
-    cost: Cost
 
 
 def recite_then_solve(

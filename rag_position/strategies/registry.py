@@ -1,61 +1,163 @@
-"""Strategies by name, with one calling convention, for the eval suite and the CLI.
+"""The strategy table: every strategy by name, with what it needs and its fixed options.
 
-Every entry is called as ``STRATEGIES[name](question, passages, scorer=..., generator=...,
-**options)`` and returns an :class:`~rag_position.strategies.OrderingResult`
-(the scoring ones also take ``seed``):
-answer with ``result.prompt`` when it is set (the sandwich), else with the usual
-prompt rendered from ``result.passages``; ``result.cost`` is what choosing the
-order spent. ``options`` go to the underlying function.
+One table serves the eval suite (``--strategies``), the CLI and both framework
+integrations. Each row (:class:`StrategySpec`) names the public function it
+calls, the models it needs, the options its name fixes, and whether it answers
+by itself. Every row is called the same way::
 
-=========================  ==================================================  ===================
+    STRATEGIES[name](question, passages, scorer=..., generator=..., embedder=..., seed=0, **options)
+
+and returns an :class:`~rag_position.strategies.OrderingResult` (a reorderer:
+answer with ``result.prompt`` when it is set, else with the usual prompt of
+``result.passages``) or an :class:`~rag_position.strategies.AnswerResult` (it
+answered: ``result.answer``). ``result.cost`` is what the strategy spent. Models a
+row does not need are ignored, so a caller may pass the same model to every row.
+An option the row's function does not take is an error that lists the ones it does.
+
+=========================  ==================================================  =================
 name                       calls                                               needs
-=========================  ==================================================  ===================
+=========================  ==================================================  =================
 ``retriever``              the given order (the baseline), zero cost           --
 ``likelihood_selection``   :func:`likelihood_selection`                        scorer
 ``convex_score``           :func:`convex_score` (``placement="first"``)        scorer
 ``convex_score_profile``   :func:`convex_score` (``placement="profile"``)      scorer, profile=
-``convex_score_sandwich``  ``convex_score``'s order, ``prompt`` = query-aware  scorer
+``convex_score_sandwich``  ``convex_score``'s order, query-aware ``prompt``    scorer
+``profile``                :func:`profile_reorder` (relevance by ``scores``,   profile=
+                           a ``scorer``, the passages' own, else the order)
 ``edge``                   :func:`edge_reorder` (``mode="langchain"``)         --
-``sandwich``               the given order, ``prompt`` = query-aware           --
-``fact``                   :func:`fact` (answers by itself)                    generator
-``recite``                 :func:`recite_then_solve` (answers by itself)       generator
-``medoid``                 :func:`medoid_vote` (``k=3``)                       generator, embedder
-=========================  ==================================================  ===================
+``sandwich``               the given order, query-aware ``prompt``             --
+``fact``                   :func:`fact` (answers)                              generator
+``recite``                 :func:`recite_then_solve` (answers)                 generator
+``medoid``                 :func:`medoid_vote` (answers; k=3)                  generator, embedder
+=========================  ==================================================  =================
 
-The generation-side entries return their own result (``.answer``, ``.trace``,
-``.cost``) rather than an order: the eval takes ``.answer`` as the prediction.
-``medoid`` takes ``embedder=`` (default: the embedded all-MiniLM-L6-v2, loaded once).
+``medoid``'s embedder defaults to the embedded all-MiniLM-L6-v2, loaded once.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from functools import cache
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache, cached_property
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Literal
 
 from rag_position.models.protocols import Embedder, Generator, Scorer
-from rag_position.strategies._base import OrderingResult, check_passages, check_question, unchanged
+from rag_position.strategies._base import (
+    AnswerResult,
+    OrderingResult,
+    check_passages,
+    check_question,
+    unchanged,
+)
 from rag_position.strategies.convex import convex_score
 from rag_position.strategies.edges import edge_reorder
-from rag_position.strategies.fact import FactResult, fact
+from rag_position.strategies.fact import fact
 from rag_position.strategies.likelihood import likelihood_selection
-from rag_position.strategies.medoid import MedoidResult, medoid_vote
-from rag_position.strategies.recite import ReciteResult, recite_then_solve
+from rag_position.strategies.medoid import medoid_vote
+from rag_position.strategies.placement import profile_reorder
+from rag_position.strategies.recite import recite_then_solve
 from rag_position.strategies.sandwich import sandwich, sandwich_prompt
 
+Role = Literal["scorer", "generator", "embedder"]
+_ROLES: tuple[Role, ...] = ("scorer", "generator", "embedder")
+_NOT_OPTIONS = frozenset({"question", "passages", "passages_or_context", "seed", *_ROLES})
 
-class Strategy(Protocol):
-    """The uniform signature of a registered strategy.
+
+def given_order(question: str, passages: Sequence[Any]) -> OrderingResult[Any]:
+    """The passages as given (the retriever's order), at zero cost.
 
     Example:
-        >>> strategy: Strategy = STRATEGIES["sandwich"]
-        >>> result = strategy("Who wrote Hamlet?", ["doc a", "doc b"], scorer=None, generator=None)
-        >>> result.order, result.prompt is not None
-        ([0, 1], True)
+        >>> given_order("Who wrote Hamlet?", ["a", "b"]).order
+        [0, 1]
     """
+    check_question(question)
+    return unchanged(check_passages(passages))
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One row of the strategy table: call it like the function it names.
+
+    ``needs``: the models the function takes, in its positional order after the
+    passages (``uses``: ones it takes when given, by keyword). ``fixed``: options
+    the name sets (``convex_score_profile`` places by the profile).
+    ``sandwich``: the row answers with the query-aware prompt of its order (it
+    takes ``chat=``). ``compared``: ``eval compare`` runs it when no
+    ``--strategies`` are named.
+
+    Example:
+        >>> spec = STRATEGIES["edge"]
+        >>> spec("Who wrote Hamlet?", ["a", "b", "c"]).passages
+        ['a', 'c', 'b']
+        >>> spec.answers, sorted(spec.options)
+        (False, ['mode', 'scores', 'top_k', 'word_count_threshold'])
+        >>> STRATEGIES["medoid"].defaults["k"]
+        3
+    """
+
+    name: str
+    function: Callable[..., Any]
+    needs: tuple[Role, ...] = ()
+    uses: tuple[Role, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    answers: bool = False
+    sandwich: bool = False
+    compared: bool = True
+    summary: str = ""
+
+    @cached_property
+    def _parameters(self) -> dict[str, inspect.Parameter]:
+        return {
+            p.name: p
+            for p in inspect.signature(self.function).parameters.values()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _NOT_OPTIONS
+        }
+
+    @property
+    def takes_question(self) -> bool:
+        return "question" in inspect.signature(self.function).parameters
+
+    @property
+    def passes_options_on(self) -> bool:
+        """The function takes ``**options`` it hands on (``profile``'s go to ConvexScore)."""
+        return any(
+            p.kind is p.VAR_KEYWORD for p in inspect.signature(self.function).parameters.values()
+        )
+
+    @property
+    def options(self) -> frozenset[str]:
+        """The options a caller may set (the function's keywords, less what the name fixes)."""
+        extra = {"chat"} if self.sandwich else set()
+        return frozenset(set(self._parameters) - set(self.fixed) | extra)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Each option's default (options without one are left out)."""
+        found = {
+            name: p.default
+            for name, p in self._parameters.items()
+            if name not in self.fixed and p.default is not inspect.Parameter.empty
+        }
+        if self.sandwich:
+            found["chat"] = False
+        return found
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse an option the row does not take, naming the ones it does."""
+        fixed = sorted(set(options) & set(self.fixed))
+        if fixed:
+            raise TypeError(
+                f"strategy {self.name!r} sets {', '.join(fixed)} itself "
+                f"({', '.join(f'{k}={self.fixed[k]!r}' for k in fixed)})"
+            )
+        unknown = sorted(set(options) - self.options)
+        if unknown and not self.passes_options_on:
+            raise TypeError(
+                f"strategy {self.name!r} takes no option {', '.join(map(repr, unknown))}; "
+                f"its options: {', '.join(sorted(self.options)) or 'none'}"
+            )
 
     def __call__(
         self,
@@ -64,175 +166,30 @@ class Strategy(Protocol):
         *,
         scorer: Scorer | None = None,
         generator: Generator | None = None,
+        embedder: Embedder | None = None,
+        seed: int = 0,
         **options: Any,
-    ) -> OrderingResult[Any] | FactResult | ReciteResult | MedoidResult: ...
-
-
-def get_strategy(name: str) -> Strategy:
-    """The strategy registered as ``name``; ``ValueError`` lists the names known.
-
-    Example:
-        >>> edge = get_strategy("edge")
-        >>> edge("Who wrote Hamlet?", ["a", "b", "c"]).passages
-        ['a', 'c', 'b']
-        >>> "medoid" in STRATEGIES  # every name get_strategy knows
-        True
-    """
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}"
-        ) from None
-
-
-def _retriever(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    **options: Any,
-) -> OrderingResult[Any]:
-    check_question(question)
-    _no_options("retriever", options)
-    return unchanged(check_passages(passages))
-
-
-def _likelihood_selection(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    seed: int = 0,
-    **options: Any,
-) -> OrderingResult[Any]:
-    scorer = _need_scorer("likelihood_selection", scorer)
-    return likelihood_selection(question, passages, scorer, seed=seed, **options)
-
-
-def _convex_score(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    seed: int = 0,
-    **options: Any,
-) -> OrderingResult[Any]:
-    options.setdefault("placement", "first")
-    scorer = _need_scorer("convex_score", scorer)
-    return convex_score(question, passages, scorer, seed=seed, **options)
-
-
-def _convex_score_profile(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    seed: int = 0,
-    **options: Any,
-) -> OrderingResult[Any]:
-    if options.get("profile") is None:
-        raise ValueError(
-            "strategy 'convex_score_profile' needs profile= (a PositionProfile or its JSON "
-            "file, e.g. from estimate_profile)"
+    ) -> OrderingResult[Any] | AnswerResult:
+        self.check_options(options)
+        check_question(question)
+        models: dict[str, Any] = {"scorer": scorer, "generator": generator, "embedder": embedder}
+        if "embedder" in self.needs and embedder is None:
+            models["embedder"] = _embedded_embedder()
+        for role in self.needs:
+            if models[role] is None:
+                raise ValueError(f"strategy {self.name!r} needs a {role}: pass {role}=")
+        chat = bool(options.pop("chat", False)) if self.sandwich else False
+        kwargs: dict[str, Any] = {**options, **self.fixed}
+        kwargs.update({role: models[role] for role in self.uses if models[role] is not None})
+        if "seed" in inspect.signature(self.function).parameters:
+            kwargs["seed"] = seed
+        lead = (question,) if self.takes_question else ()
+        result = self.function(
+            *lead, passages, *(models[role] for role in self.needs), **kwargs
         )
-    scorer = _need_scorer("convex_score_profile", scorer)
-    options = {**options, "placement": "profile"}
-    return convex_score(question, passages, scorer, seed=seed, **options)
-
-
-def _convex_score_sandwich(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    seed: int = 0,
-    chat: bool = False,
-    **options: Any,
-) -> OrderingResult[Any]:
-    """ConvexScore's order, answered with the query sandwich of that order.
-
-    The likelihoods are scored on the plain qa prompt (the question only at the end:
-    with it also before the passages, its likelihood at the end measures copying, not
-    reading), so this costs exactly what ``convex_score`` costs.
-    """
-    options.setdefault("placement", "first")
-    scorer = _need_scorer("convex_score_sandwich", scorer)
-    result = convex_score(question, passages, scorer, seed=seed, **options)
-    if not result.passages:
+        if self.sandwich and result.passages:
+            result = replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
         return result
-    return replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
-
-
-def _edge(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    **options: Any,
-) -> OrderingResult[Any]:
-    check_question(question)
-    return edge_reorder(passages, **options)
-
-
-def _sandwich(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    **options: Any,
-) -> OrderingResult[Any]:
-    return sandwich(question, passages, **options)
-
-
-def _fact(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    **options: Any,
-) -> FactResult:
-    return fact(question, passages, _need_generator("fact", generator), **options)
-
-
-def _recite(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    **options: Any,
-) -> ReciteResult:
-    return recite_then_solve(question, passages, _need_generator("recite", generator), **options)
-
-
-def _medoid(
-    question: str,
-    passages: Sequence[Any],
-    *,
-    scorer: Scorer | None = None,
-    generator: Generator | None = None,
-    seed: int = 0,
-    embedder: Embedder | None = None,
-    **options: Any,
-) -> MedoidResult:
-    options.setdefault("k", 3)
-    return medoid_vote(
-        question,
-        passages,
-        _need_generator("medoid", generator),
-        embedder if embedder is not None else _embedded_embedder(),
-        seed=seed,
-        **options,
-    )
 
 
 @cache
@@ -242,60 +199,96 @@ def _embedded_embedder() -> Embedder:
     return load_embedder("embedded")
 
 
-def _need_generator(name: str, generator: Generator | None) -> Generator:
-    if generator is None:
-        raise ValueError(f"strategy {name!r} generates its answer: pass generator=")
-    return generator
-
-
-def _need_scorer(name: str, scorer: Scorer | None) -> Scorer:
-    if scorer is None:
-        raise ValueError(f"strategy {name!r} scores question likelihoods: pass scorer=")
-    return scorer
-
-
-def _no_options(name: str, options: Mapping[str, Any]) -> None:
-    if options:
-        raise TypeError(f"strategy {name!r} takes no options, got {sorted(options)}")
-
-
-STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
+STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
     {
-        "retriever": _retriever,
-        "likelihood_selection": _likelihood_selection,
-        "convex_score": _convex_score,
-        "convex_score_profile": _convex_score_profile,
-        "edge": _edge,
-        "sandwich": _sandwich,
-        "convex_score_sandwich": _convex_score_sandwich,
-        "fact": _fact,
-        "recite": _recite,
-        "medoid": _medoid,
+        spec.name: spec
+        for spec in (
+            StrategySpec("retriever", given_order, summary="the given order"),
+            StrategySpec(
+                "likelihood_selection",
+                likelihood_selection,
+                needs=("scorer",),
+                summary="the candidate order whose prompt makes the question most likely",
+            ),
+            StrategySpec(
+                "convex_score",
+                convex_score,
+                needs=("scorer",),
+                summary="ConvexScore's gold candidate first",
+            ),
+            StrategySpec(
+                "convex_score_profile",
+                convex_score,
+                needs=("scorer",),
+                fixed=MappingProxyType({"placement": "profile"}),
+                summary="ConvexScore's ranking placed down the model's position profile",
+            ),
+            StrategySpec(
+                "edge", edge_reorder, summary="most relevant at the edges (LongContextReorder)"
+            ),
+            StrategySpec("sandwich", sandwich, summary="the question before and after"),
+            StrategySpec(
+                "convex_score_sandwich",
+                convex_score,
+                needs=("scorer",),
+                sandwich=True,
+                summary="ConvexScore's order in the query sandwich",
+            ),
+            StrategySpec(
+                "profile",
+                profile_reorder,
+                uses=("scorer",),
+                compared=False,
+                summary="most relevant at the profile's best position",
+            ),
+            StrategySpec(
+                "fact",
+                fact,
+                needs=("generator",),
+                answers=True,
+                summary="FACT: find facts, rewrite the context, repeat; then answer",
+            ),
+            StrategySpec(
+                "recite",
+                recite_then_solve,
+                needs=("generator",),
+                answers=True,
+                summary="recite the evidence, then answer from it alone",
+            ),
+            StrategySpec(
+                "medoid",
+                medoid_vote,
+                needs=("generator", "embedder"),
+                answers=True,
+                summary="the medoid of answers over permuted contexts",
+            ),
+        )
     }
 )
-"""Name -> strategy, read-only. The names are the eval suite's ``--strategies``."""
+"""Name -> :class:`StrategySpec`, read-only. The names are the eval suite's ``--strategies``."""
 
-_TARGETS: Mapping[str, tuple[Any, ...]] = {
-    "retriever": (),
-    "likelihood_selection": (likelihood_selection,),
-    "convex_score": (convex_score,),
-    "convex_score_profile": (convex_score,),
-    "convex_score_sandwich": (convex_score,),
-    "edge": (edge_reorder,),
-    "sandwich": (sandwich,),
-    "fact": (fact,),
-    "recite": (recite_then_solve,),
-    "medoid": (medoid_vote,),
-}
-_FIXED: Mapping[str, frozenset[str]] = {"convex_score_profile": frozenset({"placement"})}
-"""Options a strategy sets itself: its name says how it places (``placement="profile"``)."""
-_CALL_ARGUMENTS = frozenset(
-    {"question", "passages", "passages_or_context", "scorer", "generator", "embedder", "options"}
-)
+
+def get_strategy(name: str) -> StrategySpec:
+    """The row named ``name``; ``ValueError`` lists the names known.
+
+    Example:
+        >>> get_strategy("edge")("Who wrote Hamlet?", ["a", "b", "c"]).order
+        [0, 2, 1]
+        >>> get_strategy("nope")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown strategy 'nope'; known: convex_score, convex_score_profile, convex_score_sandwich, edge, fact, likelihood_selection, medoid, profile, recite, retriever, sandwich
+    """
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}"
+        ) from None
 
 
 def strategy_options(name: str) -> frozenset[str]:
-    """The options the strategy ``name`` takes (keywords of it and the function it calls).
+    """The options the strategy ``name`` takes.
 
     Example:
         >>> sorted(strategy_options("edge"))
@@ -303,11 +296,4 @@ def strategy_options(name: str) -> frozenset[str]:
         >>> strategy_options("retriever")
         frozenset()
     """
-    if name not in _TARGETS:
-        raise ValueError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
-    found: set[str] = set()
-    for function in (STRATEGIES[name], *_TARGETS[name]):
-        for parameter in inspect.signature(function).parameters.values():
-            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-                found.add(parameter.name)
-    return frozenset(found - _CALL_ARGUMENTS - _FIXED.get(name, frozenset()))
+    return get_strategy(name).options
