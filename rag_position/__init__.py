@@ -1,5 +1,91 @@
-"""rag-position: make retrieval-augmented generation read its context better."""
+"""rag-position: make retrieval-augmented generation read its context better.
+
+The public API is what this module exports (``rag_position.__all__``), the eval
+suite's ``run_*`` functions (:mod:`rag_position.eval`), the data loaders
+(:mod:`rag_position.data`) and the two framework packages. Everything else may
+change without notice.
+
+Example::
+
+    from rag_position import convex_score, load_model
+
+    model = load_model("embedded")              # or "openai:http://host:8000/v1/NAME"
+    result = convex_score("Who wrote Hamlet?", passages, model)
+    result.passages, result.cost                # your passages in the new order; what it cost
+
+Importing this package loads no torch: local models need the ``[local]`` extra,
+which :func:`load_model` and :func:`load_embedder` import when first called.
+"""
 
 from __future__ import annotations
 
+from rag_position.cost import Cost
+from rag_position.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ContextLengthError,
+    DataFormatError,
+    ModelSpecError,
+    RagPositionError,
+    ScoringUnsupportedError,
+)
+from rag_position.models import Embedder, Generator, Scorer, load_embedder, load_model
+from rag_position.passages import Passage
+from rag_position.strategies import (
+    STRATEGIES,
+    AnswerResult,
+    OrderingResult,
+    PositionProfile,
+    StrategyError,
+    StrategySpec,
+    convex_score,
+    edge_reorder,
+    estimate_profile,
+    fact,
+    get_strategy,
+    likelihood_selection,
+    medoid_vote,
+    profile_reorder,
+    question_likelihood,
+    recite_then_solve,
+    sandwich,
+    sandwich_prompt,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "STRATEGIES",
+    "AnswerResult",
+    "BackendError",
+    "BackendUnavailableError",
+    "ContextLengthError",
+    "Cost",
+    "DataFormatError",
+    "Embedder",
+    "Generator",
+    "ModelSpecError",
+    "OrderingResult",
+    "Passage",
+    "PositionProfile",
+    "RagPositionError",
+    "Scorer",
+    "ScoringUnsupportedError",
+    "StrategyError",
+    "StrategySpec",
+    "__version__",
+    "convex_score",
+    "edge_reorder",
+    "estimate_profile",
+    "fact",
+    "get_strategy",
+    "likelihood_selection",
+    "load_embedder",
+    "load_model",
+    "medoid_vote",
+    "profile_reorder",
+    "question_likelihood",
+    "recite_then_solve",
+    "sandwich",
+    "sandwich_prompt",
+]

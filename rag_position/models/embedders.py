@@ -31,7 +31,13 @@ class SentenceTransformerEmbedder:
         batch_size: int = 64,
         name: str | None = None,
     ) -> None:
-        from sentence_transformers import SentenceTransformer
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelSpecError(
+                f"embedder {name_or_folder!r} runs locally, which needs sentence-transformers "
+                f"({exc.name or exc} is not installed): pip install 'rag-position[local]'"
+            ) from exc
 
         local = Path(name_or_folder).expanduser()
         # ``name`` keys caches: a stable one keeps them valid across installs and machines.

@@ -32,18 +32,30 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     """
     if not isinstance(spec, str) or not spec:
         raise ModelSpecError(f"model spec {spec!r} is empty; accepted forms: {ACCEPTED_SPECS}")
-    from rag_position.models.transformers_backend import TransformersModel
-
-    if spec == "embedded":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        path = embedded_gguf_path()
-        model = TransformersModel.from_pretrained(str(path), **kwargs)
-        model.name = "embedded:SmolLM2-135M-Instruct"
-        return model
-    if spec.startswith("hf:") and len(spec) > 3:
-        return TransformersModel.from_pretrained(spec[3:], **kwargs)
     if spec.startswith("openai:") and len(spec) > 7:
         from rag_position.models.openai_backend import OpenAICompatibleModel
 
         return OpenAICompatibleModel.from_spec(spec[7:], **kwargs)
+    if spec == "embedded":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        path = embedded_gguf_path()
+        model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
+        model.name = "embedded:SmolLM2-135M-Instruct"
+        return model
+    if spec.startswith("hf:") and len(spec) > 3:
+        return _transformers_model(spec).from_pretrained(spec[3:], **kwargs)
     raise ModelSpecError(f"unknown model spec {spec!r}; accepted forms: {ACCEPTED_SPECS}")
+
+
+def _transformers_model(spec: str) -> Any:
+    """The local backend's class; a clear error when the ``[local]`` extra is missing."""
+    try:
+        from rag_position.models.transformers_backend import TransformersModel
+    except ImportError as exc:
+        raise ModelSpecError(
+            f"model spec {spec!r} runs the model locally, which needs torch and transformers "
+            f"({exc.name or exc} is not installed): pip install 'rag-position[local]' "
+            "(install torch first, pinned to the build you want), or use an "
+            "'openai:<base_url>' server"
+        ) from exc
+    return TransformersModel

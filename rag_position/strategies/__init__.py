@@ -12,13 +12,7 @@ both framework integrations.
 
 from __future__ import annotations
 
-from rag_position.strategies._align import (
-    Rewritten,
-    StrategyError,
-    mask_facts,
-    parse_bullets,
-    remove_facts,
-)
+from rag_position.strategies._align import StrategyError
 from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
 from rag_position.strategies.convex import ConvexScoreResult, convex_design, convex_score
 from rag_position.strategies.edges import edge_reorder
@@ -66,7 +60,6 @@ __all__ = [
     "ReciteResult",
     "ReciteTrace",
     "RecitedBlock",
-    "Rewritten",
     "SelectionResult",
     "StrategySpec",
     "StrategyError",
@@ -78,14 +71,11 @@ __all__ = [
     "fact",
     "get_strategy",
     "likelihood_selection",
-    "mask_facts",
     "medoid_vote",
     "needle_retrieve",
-    "parse_bullets",
     "profile_reorder",
     "question_likelihood",
     "recite_then_solve",
-    "remove_facts",
     "sandwich",
     "sandwich_prompt",
 ]

@@ -1,0 +1,47 @@
+"""The public API is small, deliberate and documented: growing it is a decision, not an accident."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import rag_position
+
+TOP_LEVEL = {
+    "STRATEGIES", "AnswerResult", "BackendError", "BackendUnavailableError",
+    "ContextLengthError", "Cost", "DataFormatError", "Embedder", "Generator",
+    "ModelSpecError", "OrderingResult", "Passage", "PositionProfile", "RagPositionError",
+    "Scorer", "ScoringUnsupportedError", "StrategyError", "StrategySpec", "__version__",
+    "convex_score", "edge_reorder", "estimate_profile", "fact", "get_strategy",
+    "likelihood_selection", "load_embedder", "load_model", "medoid_vote", "profile_reorder",
+    "question_likelihood", "recite_then_solve", "sandwich", "sandwich_prompt",
+}  # fmt: skip
+
+
+def test_the_top_level_exports_exactly_the_documented_names() -> None:
+    assert set(rag_position.__all__) == TOP_LEVEL
+    for name in rag_position.__all__:
+        assert hasattr(rag_position, name), name
+
+
+@pytest.mark.parametrize("name", sorted(TOP_LEVEL - {"__version__", "STRATEGIES"}))
+def test_every_public_name_is_documented(name: str) -> None:
+    obj = getattr(rag_position, name)
+    assert inspect.getdoc(obj), f"rag_position.{name} has no docstring"
+
+
+def test_every_strategy_function_is_a_row_of_the_table() -> None:
+    functions = {spec.function for spec in rag_position.STRATEGIES.values()}
+    for name in ("likelihood_selection", "convex_score", "profile_reorder", "edge_reorder",
+                 "sandwich", "fact", "recite_then_solve", "medoid_vote"):  # fmt: skip
+        assert getattr(rag_position, name) in functions, name
+
+
+@pytest.mark.parametrize(
+    "module", ["rag_position.strategies", "rag_position.models", "rag_position.data"]
+)
+def test_subpackages_export_no_private_names(module: str) -> None:
+    exported = importlib.import_module(module).__all__
+    assert not [n for n in exported if n.startswith("_")]
