@@ -61,6 +61,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from rag_position.cost import metered
 from rag_position.errors import ContextLengthError
 from rag_position.models.transformers_backend import TransformersModel
 
@@ -276,15 +277,15 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 _check_window(model, n_prompt, max_tokens)
                 completion, n_new = "", 0
                 if max_tokens > 0:
-                    before = model.usage.generated_tokens
-                    (completion,) = model.generate(
-                        [text],
-                        max_new_tokens=max_tokens,
-                        temperature=temperature,
-                        seed=seed,
-                        stop=stop,
-                    )
-                    n_new = model.usage.generated_tokens - before
+                    with metered() as tally:
+                        (completion,) = model.generate(
+                            [text],
+                            max_new_tokens=max_tokens,
+                            temperature=temperature,
+                            seed=seed,
+                            stop=stop,
+                        )
+                    n_new = tally.total.generated_tokens
                 lp = None
                 if logprobs is not None:
                     lp = _logprobs(model, text, completion, echo)
@@ -346,11 +347,15 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 )
             n_prompt = _n_tokens(model, prompt)
             _check_window(model, n_prompt, max_tokens)
-            before = model.usage.generated_tokens
-            (text,) = model.generate(
-                [prompt], max_new_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop
-            )
-            n_new = model.usage.generated_tokens - before
+            with metered() as tally:
+                (text,) = model.generate(
+                    [prompt],
+                    max_new_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=seed,
+                    stop=stop,
+                )
+            n_new = tally.total.generated_tokens
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
