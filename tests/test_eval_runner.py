@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import types
 from collections.abc import Sequence
@@ -537,7 +536,7 @@ def test_variant_options_that_would_change_the_strategy_are_refused(
         split_variant("edge:top_k=3:top_k=5")
     with pytest.raises(EvalConfigError, match="sets placement itself"):
         select_strategies(["convex_score_profile:placement=first"])
-    with pytest.raises(EvalConfigError, match="takes no option 'n_orders'.*n_rotations"):
+    with pytest.raises(EvalConfigError, match=r"takes no option 'n_orders'.*n_rotations"):
         select_strategies(["convex_score:n_orders=3"])
     # a profile given in the variant itself needs no --profile
     variant = f"convex_score_profile:profile={profile}"

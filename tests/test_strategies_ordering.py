@@ -614,8 +614,10 @@ def test_registry_names_and_uniform_calls() -> None:
     with pytest.raises(ValueError, match="profile"):
         STRATEGIES["convex_score_profile"](QUESTION, docs, scorer=PositionScorer())
     with pytest.raises(TypeError, match="sets placement itself"):
-        STRATEGIES["convex_score_profile"](QUESTION, docs, scorer=PositionScorer(), placement="first")
-    with pytest.raises(TypeError, match="no option 'n_rotation'.*n_rotations"):
+        STRATEGIES["convex_score_profile"](
+            QUESTION, docs, scorer=PositionScorer(), placement="first"
+        )
+    with pytest.raises(TypeError, match=r"no option 'n_rotation'.*n_rotations"):
         STRATEGIES["convex_score"](QUESTION, docs, scorer=PositionScorer(), n_rotation=2)
     # the same model may go to every row: rows ignore the ones they do not need
     assert STRATEGIES["edge"](QUESTION, docs, scorer=PositionScorer()).order == [1, 3, 2, 0]

@@ -191,7 +191,7 @@ def select_strategies(
         >>> select_strategies(["medoid:k=5"], {"medoid": {"k": 3, "seed": 1}})[0].options
         Traceback (most recent call last):
         ...
-        rag_position.eval.common.EvalConfigError: strategy 'medoid': strategy 'medoid' takes no option 'seed'; its options: absence_phrases, k, max_new_tokens, permute, temperature
+        rag_position.eval.common.EvalConfigError: strategy 'medoid': ... takes no option 'seed'; ...
     """
     if names is None:
         return list(available_strategies(options).values())

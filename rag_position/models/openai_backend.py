@@ -497,5 +497,4 @@ def _span_score(reply: Completion, prompt: str, span: Span, index: int, url: str
     return SpanScore(total / len(values), total, len(values))
 
 
-
 __all__ = ["OpenAICompatibleModel"]

@@ -138,7 +138,7 @@ def check_span(prompt: str, span: Span, index: int) -> None:
         >>> check_span("why?", (2, 2), 3)
         Traceback (most recent call last):
         ...
-        ValueError: span (2, 2) of prompt 3 is empty (prompt has 4 characters; a span is a non-empty half-open range (start, end) with 0 <= start < end <= len)
+        ValueError: span (2, 2) of prompt 3 is empty (prompt has 4 characters; ...)
     """
     start, end = span
     if not 0 <= start < end <= len(prompt):

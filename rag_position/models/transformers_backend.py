@@ -438,7 +438,6 @@ class TransformersModel:
         return texts
 
 
-
 def _context_window(model: Any, tokenizer: Any) -> int:
     for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
         value = getattr(model.config, attr, None)

@@ -44,10 +44,10 @@ from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strat
 from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE, sandwich, sandwich_prompt
 
 __all__ = [
-    "AnswerResult",
     "CHAT_SANDWICH_TEMPLATE",
     "DEFAULT_ABSENCE_PHRASES",
     "STRATEGIES",
+    "AnswerResult",
     "ConvexScoreResult",
     "FactIteration",
     "FactResult",
@@ -61,8 +61,8 @@ __all__ = [
     "ReciteTrace",
     "RecitedBlock",
     "SelectionResult",
-    "StrategySpec",
     "StrategyError",
+    "StrategySpec",
     "convex_design",
     "convex_score",
     "edge_reorder",

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from rag_position.cost import Cost, spent_by
 from rag_position.errors import BackendError
-from rag_position.models.protocols import Metered, Scorer, Span, SpanScore
+from rag_position.models.protocols import Scorer, Span, SpanScore
 from rag_position.passages import Passage, as_passage
 
 T = TypeVar("T")

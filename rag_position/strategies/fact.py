@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rag_position.cost import Cost
 from rag_position.models.protocols import Embedder, Generator, Span
 from rag_position.passages import Passage
 from rag_position.prompts import (

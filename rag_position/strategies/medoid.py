@@ -16,12 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from rag_position.cost import Cost
 from rag_position.models.protocols import Embedder, Generator
 from rag_position.passages import Passage, as_passages
 from rag_position.prompts import render_qa
 from rag_position.strategies._align import Meter, StrategyError
-from rag_position.strategies._base import AnswerResult, check_count, check_question, check_seed, distinct_orders
+from rag_position.strategies._base import (
+    AnswerResult,
+    check_count,
+    check_question,
+    check_seed,
+    distinct_orders,
+)
 
 DEFAULT_ABSENCE_PHRASES: tuple[str, ...] = (
     "no information",

@@ -211,6 +211,7 @@ def _unpack(instance: Any, k: int) -> tuple[str, Sequence[Any], int]:
         raise ValueError(f"instance {k} has no gold passage (gold_index={gold!r})")
     return question, passages, gold
 
+
 Placement = Literal["first", "last", "profile"]
 Rest = Literal["keep", "scores"]
 

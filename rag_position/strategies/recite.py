@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
-from rag_position.cost import Cost
 from rag_position.models.protocols import Generator, Span
 from rag_position.passages import Passage
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa, render_recite

@@ -184,9 +184,7 @@ class StrategySpec:
         if "seed" in inspect.signature(self.function).parameters:
             kwargs["seed"] = seed
         lead = (question,) if self.takes_question else ()
-        result = self.function(
-            *lead, passages, *(models[role] for role in self.needs), **kwargs
-        )
+        result = self.function(*lead, passages, *(models[role] for role in self.needs), **kwargs)
         if self.sandwich and result.passages:
             result = replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
         return result
@@ -277,7 +275,7 @@ def get_strategy(name: str) -> StrategySpec:
         >>> get_strategy("nope")
         Traceback (most recent call last):
         ...
-        ValueError: unknown strategy 'nope'; known: convex_score, convex_score_profile, convex_score_sandwich, edge, fact, likelihood_selection, medoid, profile, recite, retriever, sandwich
+        ValueError: unknown strategy 'nope'; known: convex_score, ... sandwich
     """
     try:
         return STRATEGIES[name]
