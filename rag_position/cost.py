@@ -149,25 +149,15 @@ def in_context(fn: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-class UsageMeter:
+class UsageMeter(Tally):
     """A thread-safe running total of :class:`Cost`, kept by every backend as ``.usage``.
 
     Each :meth:`add` is also :func:`record`-ed, so it counts in the caller's
     :func:`metered` blocks.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._total = Cost()
-
-    @property
-    def total(self) -> Cost:
-        with self._lock:
-            return self._total
-
     def add(self, cost: Cost) -> None:
-        with self._lock:
-            self._total = self._total + cost
+        super().add(cost)
         record(cost)
 
     @contextmanager

@@ -184,8 +184,10 @@ class StrategySpec:
         if "seed" in inspect.signature(self.function).parameters:
             kwargs["seed"] = seed
         lead = (question,) if self.takes_question else ()
-        result = self.function(*lead, passages, *(models[role] for role in self.needs), **kwargs)
-        if self.sandwich and result.passages:
+        result: OrderingResult[Any] | AnswerResult = self.function(
+            *lead, passages, *(models[role] for role in self.needs), **kwargs
+        )
+        if self.sandwich and isinstance(result, OrderingResult) and result.passages:
             result = replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
         return result
 
