@@ -13,14 +13,10 @@ import pytest
 
 from rag_position.cost import Cost
 from rag_position.errors import DataFormatError
-from rag_position.eval import (
-    EvalConfigError,
-    EvalRunError,
-    PredictionStore,
-    bootstrap_ci,
-    run_multidoc,
-)
+from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
 from rag_position.eval.compare import run_compare
+from rag_position.eval.stats import bootstrap_ci
+from rag_position.eval.store import PredictionStore
 from rag_position.eval.strategies import available_strategies
 
 K = 10

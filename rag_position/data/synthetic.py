@@ -1,17 +1,20 @@
 """Synthetic long-context instances: RULER-style multi-value needles and VarSum.
 
 Both are built from a seed alone plus filler text (essay-like passages, e.g. the
-Wikipedia passages of the packaged NQ file, or whitespace), so any model can be
-measured on them offline and two runs with the same seed see the same inputs.
+Wikipedia passages of the packaged NQ file: :func:`essay_filler`; or whitespace), so
+any model can be measured on them offline and two runs with the same seed see the same inputs.
 Lengths are in the model's own tokens when a ``count_tokens`` callable is given,
 else estimated at four characters a token.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from rag_position.data.loaders import ORACLE_FILE, default_data_dir, load_qa
 
 TokenCount = Callable[[str], int]
 
@@ -43,6 +46,18 @@ class SyntheticInstance:
     answers: tuple[str, ...]
     evidence: tuple[str, ...]
     tokens: int
+
+
+FILLER_PASSAGES = 2000
+"""How many gold passages of the packaged NQ file feed the essay-like filler."""
+
+
+def essay_filler(
+    path: str | os.PathLike[str] | None = None, *, limit: int = FILLER_PASSAGES
+) -> list[str]:
+    """Essay-like filler: the Wikipedia passages of the packaged NQ oracle file (or ``path``)."""
+    records = load_qa(path or default_data_dir() / ORACLE_FILE, limit=limit)
+    return [p.text for r in records for p in r.passages]
 
 
 def estimate_tokens(text: str) -> int:

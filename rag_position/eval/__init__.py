@@ -10,88 +10,58 @@ Scorer, swim a ``count_tokens``) and writing an output folder: ``predictions.jso
 (every prediction, appended as it is made, so a rerun resumes), ``summary.json``,
 ``summary.csv``, PNG plots and ``report.md``. The ``rag-position eval`` command is a thin wrapper.
 
-Strategies for ``compare`` implement :class:`Strategy` (``name`` and
-``prepare(instance, model, seed=) -> Prepared``); besides the built-in baselines,
-every entry of ``rag_position.strategies.STRATEGIES`` is picked up at call time
-(see :mod:`rag_position.eval.strategies` for the calling convention), so a new
-strategy registered there needs no change here.
+Every task has one shape (:mod:`rag_position.eval.task`): a
+:class:`~rag_position.eval.task.TaskSpec` declares its parameters once, as
+:class:`~rag_position.eval.task.Param` data, beside the
+parameters all tasks share (:data:`~rag_position.eval.task.COMMON`); the CLI options, the
+run's plumbing and the command each report records (every parameter that changes
+results, so that a report can be re-run) all come from it.
 
-Example:
-    >>> from rag_position.models import load_model
-    >>> from rag_position.eval import run_multidoc
-    >>> result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
-    >>> print(result.report.read_text())
+``compare`` runs every row of the strategy table ``rag_position.STRATEGIES``
+beside the eval's own baselines (random, gold first, gold last, the frameworks'
+``LongContextReorder``); a strategy of your own implements :class:`EvalStrategy`
+(``name`` and ``prepare(instance, model, seed=) -> Prepared``).
+
+Public here: the ``run_*`` tasks, :class:`EvalResult`, the two errors, the data
+loader :func:`load_multidoc`, :func:`available_strategies`, :class:`EvalStrategy`
+and :class:`Prepared`. The runner, store and report modules are internal.
+
+Example::
+
+    from rag_position.models import load_model
+    from rag_position.eval import run_multidoc
+    result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
+    print(result.report.read_text())
 """
 
 from __future__ import annotations
 
-from rag_position.eval.common import (
-    Decoding,
-    EvalConfigError,
-    EvalRunError,
-    Key,
-    Prepared,
-    derive_seed,
-    model_label,
-    paper_positions,
-)
-from rag_position.eval.compare import compare_section, run_compare
+from rag_position.eval.common import EvalConfigError, EvalRunError, Prepared
+from rag_position.eval.compare import run_compare
 from rag_position.eval.datasets import MultidocData, load_multidoc
 from rag_position.eval.gauge import run_gauge
-from rag_position.eval.kv import generate_kv, run_kv
+from rag_position.eval.kv import run_kv
 from rag_position.eval.length import run_length
-from rag_position.eval.multidoc import multidoc_jobs, multidoc_section, run_multidoc
+from rag_position.eval.multidoc import run_multidoc
 from rag_position.eval.multifact import run_multifact
 from rag_position.eval.open_domain import run_open_domain
-from rag_position.eval.quick import QUICK_QUESTIONS, run_quick
-from rag_position.eval.report import EvalResult, Section, Table, write_report
-from rag_position.eval.runner import Job, RunContext, default_batch_size, run_jobs
-from rag_position.eval.session import open_context
-from rag_position.eval.stats import bootstrap_ci, summarize
-from rag_position.eval.store import PredictionStore
-from rag_position.eval.strategies import (
-    OrderStrategy,
-    RegisteredStrategy,
-    Strategy,
-    available_strategies,
-    builtin_strategies,
-)
+from rag_position.eval.quick import run_quick
+from rag_position.eval.report import EvalResult
+from rag_position.eval.strategies import EvalStrategy, available_strategies
 from rag_position.eval.swim import run_swim
 from rag_position.eval.voting import run_voting
 
 __all__ = [
-    "QUICK_QUESTIONS",
-    "Decoding",
     "EvalConfigError",
     "EvalResult",
     "EvalRunError",
-    "Job",
-    "Key",
+    "EvalStrategy",
     "MultidocData",
-    "OrderStrategy",
-    "PredictionStore",
     "Prepared",
-    "RegisteredStrategy",
-    "RunContext",
-    "Section",
-    "Strategy",
-    "Table",
     "available_strategies",
-    "bootstrap_ci",
-    "builtin_strategies",
-    "compare_section",
-    "default_batch_size",
-    "derive_seed",
-    "generate_kv",
     "load_multidoc",
-    "model_label",
-    "multidoc_jobs",
-    "multidoc_section",
-    "open_context",
-    "paper_positions",
     "run_compare",
     "run_gauge",
-    "run_jobs",
     "run_kv",
     "run_length",
     "run_multidoc",
@@ -100,6 +70,4 @@ __all__ = [
     "run_quick",
     "run_swim",
     "run_voting",
-    "summarize",
-    "write_report",
 ]

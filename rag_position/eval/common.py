@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -182,3 +182,22 @@ def paper_positions(k: int) -> list[int]:
         ([0, 4, 9], [0, 4, 9, 14, 19])
     """
     return sorted({0, *range(4, k, 5), k - 1})
+
+
+def token_counter(model: Any) -> Callable[[str], int] | None:
+    """The model's ``count_tokens`` when it has one."""
+    counter = getattr(model, "count_tokens", None)
+    return counter if callable(counter) else None
+
+
+def check_fits(model: Any, tokens: Sequence[int], reserve: int, *, option: str) -> None:
+    """Every size plus ``reserve`` tokens (prompt text, answer) must fit the model's window."""
+    window = getattr(model, "max_context", None)
+    if not isinstance(window, int):
+        return
+    too_big = [t for t in tokens if t + reserve > window]
+    if too_big:
+        raise EvalConfigError(
+            f"{option}: {too_big} tokens plus about {reserve} for the prompt and the answer "
+            f"exceed the model's context window of {window} tokens"
+        )

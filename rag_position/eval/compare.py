@@ -9,62 +9,78 @@ the baselines plus everything registered in ``rag_position.strategies``.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rag_position.data import QAInstance, place_gold
-from rag_position.eval.common import EvalConfigError, Key, Prepared, check_positions, derive_seed
-from rag_position.eval.datasets import MultidocData, load_multidoc
-from rag_position.eval.multidoc import eval_profile, multidoc_section
+from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
+from rag_position.eval.datasets import MultidocData
+from rag_position.eval.multidoc import (
+    WORST_POSITION,
+    eval_profile,
+    find_worst_position,
+    worst_sweep,
+)
 from rag_position.eval.plots import plot_bars
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
 from rag_position.eval.strategies import (
+    EvalStrategy,
     SharedScoring,
-    Strategy,
     available_strategies,
     framework_strategies,
     seed_name,
     select_strategies,
     split_variant,
 )
+from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, docs_param, names
 
 TASK = "compare"
 GOLD_SETTINGS = ("random", "worst")
-PathLike = str | os.PathLike[str]
 
 
-def run_compare(
-    model: Any,
-    *,
-    strategies: Sequence[str] | None = None,
-    docs: int = 10,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    worst_position: int | None = None,
-    gold: Sequence[str] = GOLD_SETTINGS,
-    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/compare",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    embedder: Any = None,
-    command: str | None = None,
-) -> EvalResult:
+COMPARE = TaskSpec(
+    "compare",
+    "every strategy on the same instances, with costs",
+    (
+        docs_param(),
+        Param("strategies", None, "comma-separated (default: all)", "--strategies", {}, names),
+        WORST_POSITION,
+        Param(
+            "gold",
+            GOLD_SETTINGS,
+            "gold settings: random, worst or both",
+            "--gold",
+            {"default": "random,worst"},
+            lambda text: names(text) or (),
+        ),
+        Param(
+            "strategy_options",
+            None,
+            "profile JSON for *_profile",
+            "--profile",
+            {"type": Path},
+            lambda path: {"convex_score_profile": {"profile": path}},
+        ),
+        EMBEDDER,
+    ),
+)
+
+
+@COMPARE.task
+def run_compare(run: TaskRun) -> EvalResult:
     """Rank ``strategies`` (default: all available) on ``model``; write the report to ``out``.
 
-    ``gold``: the settings to run, ``"random"`` and/or ``"worst"``. With ``"worst"``
-    and no ``worst_position`` the run first sweeps the paper's positions (no
-    baselines) and takes the worst; its section is part of the report.
-    ``strategy_options[name]`` go to a registered strategy on every call (e.g.
-    ``{"convex_score_profile": {"profile": "profile.json"}}``).
+    Parameters (:data:`COMPARE`): ``strategies``, ``docs=10``, ``worst_position``,
+    ``gold=("random", "worst")``, ``strategy_options``, ``embedder``, and the common
+    ones (:data:`~rag_position.eval.task.COMMON`). ``gold``: the settings to run,
+    ``"random"`` and/or ``"worst"``. With ``"worst"`` and no ``worst_position`` the run
+    first sweeps the paper's positions (no baselines) and takes the worst; its
+    section is part of the report. ``strategy_options[name]`` go to a registered
+    strategy on every call (e.g. ``{"convex_score_profile": {"profile": "profile.json"}}``).
 
     Example::
 
@@ -73,54 +89,22 @@ def run_compare(
         for row in result.rows:
             row["strategy"], row["setting"], row["accuracy"], row["lm_calls"]
     """
-    gold = check_gold(gold)
-    if shard is not None and worst_position is None and "worst" in gold:
+    gold, worst = check_gold(run["gold"]), run["worst_position"]
+    if run["shard"] is not None and worst is None and "worst" in gold:
         raise EvalConfigError(
             "--shard with the worst-position setting needs --worst-position (and --profile for "
             "convex_score_profile): a sweep run on one share would pick its own worst position "
             "and profile; measure them first (`eval multidoc`, sharded and merged)"
         )
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
-    sections: list[Section] = []
-    sweep: list[dict[str, Any]] | None = None
-    if worst_position is None and "worst" in gold:
-        sections.append(multidoc_section(ctx, dataset, baselines=False))
-        sweep = sections[-1].rows
-    sections.append(
-        compare_section(
-            ctx,
-            dataset,
-            strategies=strategies,
-            worst_position=worst_position,
-            gold=gold,
-            sweep_rows=sweep,
-            strategy_options=strategy_options,
-        )
-    )
-    call = command or api_command(
-        "run_compare",
-        ctx.label,
-        {
-            "strategies": strategies,
-            "docs": docs,
-            "questions": questions,
-            "data": data,
-            "worst_position": worst_position,
-            "gold": list(gold) if tuple(gold) != GOLD_SETTINGS else None,
-            "seed": seed,
-        },
-    )
-    return finish(ctx, sections, title=f"Strategy comparison, {docs} passages", command=call)
+    docs = run["docs"]
+    ctx, dataset = run.multidoc(docs)
+    sweep, rows = worst_sweep(ctx, dataset, worst, needed="worst" in gold)
+    options = run["strategy_options"]
+    compared = compare_section(
+        ctx, dataset, strategies=run["strategies"], worst_position=worst, gold=gold,
+        sweep_rows=rows, strategy_options=options,
+    )  # fmt: skip
+    return run.finish([*sweep, compared], title=f"Strategy comparison, {docs} passages")
 
 
 def compare_section(
@@ -253,7 +237,7 @@ def check_gold(gold: Sequence[str]) -> tuple[str, ...]:
 def _job(
     ctx: RunContext,
     model: Any,
-    strategy: Strategy,
+    strategy: EvalStrategy,
     instance: QAInstance,
     setting: str,
     label: str,
@@ -272,27 +256,6 @@ def _job(
     )
 
 
-def find_worst_position(
-    given: int | None, sweep: Sequence[Mapping[str, Any]] | None, k: int, notes: list[str]
-) -> int:
-    if given is not None:
-        check_positions([given], k, where="--worst-position")
-        notes.append(f"worst position {given}: given")
-        return given
-    rows = [r for r in sweep or [] if r.get("kind") == "position" and r.get("docs") == k]
-    if not rows:
-        raise EvalConfigError(
-            "compare needs the model's worst position: pass --worst-position, or run it "
-            "with a multidoc sweep of the same passage count"
-        )
-    worst = min(rows, key=lambda r: (r["accuracy"], r["position"]))
-    notes.append(
-        f"worst position {worst['position']}: lowest accuracy of the sweep over "
-        f"{[r['position'] for r in rows]} on these questions"
-    )
-    return int(worst["position"])
-
-
 def _choose(
     names: Sequence[str] | None,
     options: dict[str, dict[str, Any]],
@@ -300,7 +263,7 @@ def _choose(
     k: int,
     model: str,
     notes: list[str],
-) -> list[Strategy]:
+) -> list[EvalStrategy]:
     profile_name = "convex_score_profile"
     parsed = [split_variant(n) for n in names] if names is not None else []
     wanted = names is None or any(base == profile_name for base, _ in parsed)

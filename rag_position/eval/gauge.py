@@ -10,54 +10,39 @@ question-likelihood curve by gold position is drawn beside the accuracy curve.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from rag_position.cost import Cost
 from rag_position.data import QAInstance, place_gold
-from rag_position.eval.common import (
-    EvalConfigError,
-    Key,
-    Prepared,
-    check_positions,
-    derive_seed,
-    paper_positions,
-)
-from rag_position.eval.datasets import MultidocData, load_multidoc
+from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
+from rag_position.eval.datasets import MultidocData
+from rag_position.eval.multidoc import sweep_positions
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import bootstrap_ci, summarize
-from rag_position.prompts import question_span, render_qa
+from rag_position.eval.task import EMBEDDER, TaskRun, TaskSpec, docs_param, positions_param
+from rag_position.strategies import question_likelihood
 
 TASK = "gauge"
-PathLike = str | os.PathLike[str]
 
 
-def run_gauge(
-    model: Any,
-    *,
-    docs: int = 10,
-    positions: Sequence[int] | None = None,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/gauge",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    embedder: Any = None,
-    command: str | None = None,
-) -> EvalResult:
+GAUGE = TaskSpec(
+    "gauge",
+    "question likelihood as a gauge of accuracy",
+    (docs_param(), positions_param(), EMBEDDER),
+)
+
+
+@GAUGE.task
+def run_gauge(run: TaskRun) -> EvalResult:
     """Score and answer every (question, gold position); write the gauge report to ``out``.
 
-    ``model`` must be a Scorer (``score_spans``) as well as a Generator.
+    ``model`` must be a Scorer (``score_spans``) as well as a Generator. Parameters
+    (:data:`GAUGE`): ``docs=10``, ``positions`` (default: the paper's), ``embedder``,
+    and the common ones (:data:`~rag_position.eval.task.COMMON`).
 
     Example::
 
@@ -65,28 +50,13 @@ def run_gauge(
         for row in result.rows:  # per position, then likelihood tertiles and per instance
             row["strategy"], row["setting"], row["accuracy"], row["question_ll"]
     """
-    if not callable(getattr(model, "score_spans", None)):
+    if not callable(getattr(run.model, "score_spans", None)):
         raise EvalConfigError("the gauge needs a model that scores spans (score_spans)")
-    chosen = list(positions) if positions is not None else paper_positions(docs)
-    check_positions(chosen, docs)
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
+    docs, positions = run["docs"], run["positions"]
+    chosen = sweep_positions(positions, docs)
+    ctx, dataset = run.multidoc(docs)
     section = gauge_section(ctx, dataset, chosen)
-    call = command or api_command(
-        "run_gauge",
-        ctx.label,
-        {"docs": docs, "positions": positions, "questions": questions, "data": data},
-    )
-    return finish(ctx, [section], title=f"Likelihood gauge, {docs} passages", command=call)
+    return run.finish([section], title=f"Likelihood gauge, {docs} passages")
 
 
 def gauge_section(ctx: RunContext, dataset: MultidocData, positions: Sequence[int]) -> Section:
@@ -162,12 +132,10 @@ def gauge_section(ctx: RunContext, dataset: MultidocData, positions: Sequence[in
 def _prepare(model: Any, instance: QAInstance, position: int) -> Any:
     def prepare() -> Prepared:
         moved = place_gold(instance, position)
-        prompt = render_qa(moved.question, moved.passages)
-        before = getattr(model, "usage", None)
-        (score,) = model.score_spans([prompt], [question_span(prompt, moved.question)])
-        after = getattr(model, "usage", None)
-        spent = after - before if isinstance(before, Cost) and isinstance(after, Cost) else Cost(1)
-        return Prepared(prompt=prompt, cost=spent, info={"question_ll": float(score.mean)})
+        gauge = question_likelihood(moved.question, moved.passages, model)
+        (prompt,) = gauge.prompts
+        info = {"question_ll": float(gauge.scores[0])}
+        return Prepared(prompt=prompt, cost=gauge.cost, info=info)
 
     return prepare
 

@@ -8,7 +8,6 @@ generated (seeded random UUIDs, the same format).
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from collections.abc import Sequence
@@ -17,40 +16,44 @@ from typing import Any
 
 from rag_position.data import KV_75_FILE, KV_140_FILE, KVInstance, default_data_dir, load_kv
 from rag_position.data import place_gold as place_pair
-from rag_position.eval.common import Key, Prepared, check_positions, check_questions
+from rag_position.eval.common import Prepared, check_positions, check_questions
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
-from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.runner import RunContext
 from rag_position.eval.stats import summarize
+from rag_position.eval.task import Param, PathLike, TaskRun, TaskSpec, positions_param
 from rag_position.prompts import render_kv
 
 TASK = "kv"
-PathLike = str | os.PathLike[str]
 SHARED_FILES = {75: KV_75_FILE, 140: KV_140_FILE}
 
 
-def run_kv(
-    model: Any,
-    *,
-    pairs: int = 75,
-    positions: Sequence[int] | None = None,
-    query_aware: Sequence[bool] = (False, True),
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/kv",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> EvalResult:
+KV = TaskSpec(
+    "kv",
+    "key-value retrieval: accuracy by position of the queried pair",
+    (
+        Param("pairs", 75, "pairs per example (75, 140, 300...)", "--pairs", {"type": int}),
+        positions_param("positions (default: the paper's)"),
+        Param(
+            "query_aware",
+            (False, True),
+            "prompt variants: both, on (query-aware) or off",
+            "--query-aware",
+            {"choices": ("both", "on", "off")},
+            {"both": (False, True), "on": (True,), "off": (False,)}.__getitem__,
+        ),
+    ),
+)
+
+
+@KV.task
+def run_kv(run: TaskRun) -> EvalResult:
     """Sweep the queried pair over ``positions`` (default: the paper's) of ``pairs`` pairs.
 
-    ``data`` is a ``kv-retrieval-*_keys`` file (default: the packaged file for 75 or 140
-    pairs; generated for any other count). ``query_aware`` lists the prompt variants.
+    Parameters (:data:`KV`): ``pairs=75``, ``positions``, ``query_aware=(False, True)``
+    (the prompt variants), and the common ones (:data:`~rag_position.eval.task.COMMON`).
+    ``data`` is a ``kv-retrieval-*_keys`` file (default: the packaged file for 75 or
+    140 pairs; generated for any other count).
 
     Example::
 
@@ -58,27 +61,15 @@ def run_kv(
         for row in result.rows:  # prompt: "kv" or "kv_query_aware"
             row["prompt"], row["position"], row["accuracy"]
     """
+    pairs, positions = run["pairs"], run["positions"]
     chosen = list(positions) if positions is not None else kv_positions(pairs)
     check_positions(chosen, pairs)
-    check_questions(questions)
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
+    ctx = run.ctx
+    instances, source = kv_instances(
+        pairs, questions=run["questions"], data=run["data"], seed=run["seed"]
     )
-    instances, source = kv_instances(pairs, questions=questions, data=data, seed=seed)
-    section = kv_section(ctx, instances, chosen, query_aware, source)
-    call = command or api_command(
-        "run_kv",
-        ctx.label,
-        {"pairs": pairs, "positions": positions, "questions": questions, "data": data},
-    )
-    return finish(ctx, [section], title=f"Key-value retrieval, {pairs} pairs", command=call)
+    section = kv_section(ctx, instances, chosen, run["query_aware"], source)
+    return run.finish([section], title=f"Key-value retrieval, {pairs} pairs")
 
 
 def kv_positions(pairs: int) -> list[int]:
@@ -148,15 +139,10 @@ def kv_section(
         for aware in query_aware:
             prompt_name = "kv_query_aware" if aware else "kv"
             for position in positions:
+                setting = f"pairs={pairs} gold={position} prompt={prompt_name}"
                 jobs.append(
-                    Job(
-                        Key(
-                            TASK,
-                            ctx.label,
-                            "baseline",
-                            str(instance.id),
-                            f"pairs={pairs} gold={position} prompt={prompt_name}",
-                        ),
+                    ctx.job(
+                        (TASK, "baseline", instance.id, setting),
                         (instance.value,),
                         _prepare(instance, position, aware),
                         {"pairs": pairs, "position": position, "prompt": prompt_name},

@@ -13,25 +13,22 @@ exactly.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from rag_position.data.synthetic import SyntheticInstance, make_varsum
-from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions
+from rag_position.data.synthetic import SyntheticInstance, essay_filler, make_varsum
+from rag_position.eval.common import EvalConfigError, Key, Prepared, check_fits, token_counter
 from rag_position.eval.multifact import recall
 from rag_position.eval.plots import Panel, plot_panels
-from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
+from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
-from rag_position.eval.synthetic import check_fits, essay_filler, token_counter
+from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list, names
 from rag_position.prompts import fill_template
 from rag_position.strategies import recite_then_solve
 
 TASK = "length"
-PathLike = str | os.PathLike[str]
 DEFAULT_FILLER_TOKENS = (0, 1000, 2000, 4000)
 FILLERS = ("essay", "whitespace")
 DIRECT_TEMPLATE = "{context}\n\nQuestion: {question}\nAnswer:"
@@ -40,29 +37,48 @@ ANSWER_TOKENS = 32
 RECITE_TOKENS = 256
 
 
-def run_length(
-    model: Any,
-    *,
-    filler_tokens: Sequence[int] = DEFAULT_FILLER_TOKENS,
-    fillers: Sequence[str] = FILLERS,
-    summed: int = 3,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/length",
-    max_new_tokens: int = ANSWER_TOKENS,
-    recite_tokens: int = RECITE_TOKENS,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> EvalResult:
+LENGTH = TaskSpec(
+    "length",
+    "VarSum by filler size: direct vs recite-then-solve",
+    (
+        int_list(
+            "filler_tokens",
+            DEFAULT_FILLER_TOKENS,
+            "--filler-tokens",
+            "0,1000,2000,4000",
+            "filler sizes",
+        ),
+        Param(
+            "fillers",
+            FILLERS,
+            "filler kinds",
+            "--fillers",
+            {"default": "essay,whitespace"},
+            lambda text: names(text) or [],
+        ),
+        Param("summed", 3, "variables summed (1: a lookup)", "--summed", {"type": int}),
+        Param(
+            "recite_tokens",
+            RECITE_TOKENS,
+            "new tokens for the recitation (default 256)",
+            "--recite-tokens",
+            {"type": int},
+        ),
+    ),
+    defaults={"max_new_tokens": ANSWER_TOKENS},
+    cli_questions=None,
+)
+
+
+@LENGTH.task
+def run_length(run: TaskRun) -> EvalResult:
     """VarSum accuracy, direct vs recite-then-solve, by filler kind and size; report in
-    ``out``. ``questions`` examples per setting (default 20). ``summed=1`` turns the sum
-    into a lookup of one variable: a model too small to add still shows what length
-    does to its retrieval. ``max_new_tokens`` bounds each answer, ``recite_tokens`` the
-    recitation.
+    ``out``. Parameters (:data:`LENGTH`): ``filler_tokens=(0, 1000, 2000, 4000)``,
+    ``fillers=("essay", "whitespace")``, ``summed=3``, ``recite_tokens=256``, and the
+    common ones (:data:`~rag_position.eval.task.COMMON`). ``questions`` examples per
+    setting (default 20). ``summed=1`` turns the sum into a lookup of one variable: a
+    model too small to add still shows what length does to its retrieval.
+    ``max_new_tokens`` (default 32) bounds each answer, ``recite_tokens`` the recitation.
 
     Example::
 
@@ -71,44 +87,28 @@ def run_length(
         for row in result.rows:  # strategy: "direct" or "recite"
             row["strategy"], row["setting"], row["accuracy"]
     """
-    check_questions(questions)
+    filler_tokens, fillers = run["filler_tokens"], run["fillers"]
     unknown = [f for f in fillers if f not in FILLERS]
     if unknown or not fillers:
         raise EvalConfigError(f"--fillers: expected some of {FILLERS}, got {list(fillers)}")
     if not filler_tokens or any(t < 0 for t in filler_tokens):
         raise EvalConfigError(f"--filler-tokens: expected sizes >= 0, got {list(filler_tokens)}")
-    check_fits(model, filler_tokens, 600 + recite_tokens, option="--filler-tokens")
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    count = token_counter(model)
-    essay = essay_filler(data) if "essay" in fillers else None
+    check_fits(run.model, filler_tokens, 600 + run["recite_tokens"], option="--filler-tokens")
+    ctx = run.ctx
+    essay = essay_filler(run["data"]) if "essay" in fillers else None
     examples: dict[tuple[str, int], list[SyntheticInstance]] = {}
     for size in filler_tokens:
         for kind in ["none"] if size == 0 else fillers:
             examples[(kind, size)] = make_varsum(
-                questions or 20,
+                run["questions"] or 20,
                 filler_tokens=size,
                 filler=essay if kind == "essay" else None,
-                summed=summed,
-                seed=seed,
-                count_tokens=count,
+                summed=run["summed"],
+                seed=run["seed"],
+                count_tokens=token_counter(run.model),
             )
-    section = length_section(ctx, examples, recite_tokens=recite_tokens)
-    call = command or api_command(
-        "run_length",
-        ctx.label,
-        {"filler_tokens": list(filler_tokens), "fillers": list(fillers), "summed": summed,
-         "questions": questions, "seed": seed},
-    )  # fmt: skip
-    return finish(ctx, [section], title="Context length: VarSum, direct vs recite", command=call)
+    section = length_section(ctx, examples, recite_tokens=run["recite_tokens"])
+    return run.finish([section], title="Context length: VarSum, direct vs recite")
 
 
 def length_section(
@@ -161,11 +161,7 @@ def length_section(
         plot_panels(ctx.store.path.parent / figure, panels)
     cells = [
         [
-            r["filler"],
-            str(r["filler_tokens"]),
-            r["strategy"],
-            str(r["n"]),
-            acc_cell(r),
+            *row_cells(r, "filler", "filler_tokens", "strategy", "n", "accuracy"),
             num(_pct(r.get("recited")), 0),
             num(_pct(r.get("exact")), 0),
             num(_pct(r.get("fell_back")), 0),

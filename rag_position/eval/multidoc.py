@@ -8,7 +8,6 @@ gold position, with 95% bootstrap intervals, is the paper's U-curve.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,84 +21,64 @@ from rag_position.eval.common import (
     derive_seed,
     paper_positions,
 )
-from rag_position.eval.datasets import MultidocData, load_multidoc
+from rag_position.eval.datasets import MultidocData
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
+from rag_position.eval.task import (
+    EMBEDDER,
+    FLAG,
+    Param,
+    TaskRun,
+    TaskSpec,
+    docs_param,
+    negate,
+    positions_param,
+)
 from rag_position.prompts import render_closedbook, render_qa
 
 TASK = "multidoc"
 BASELINE = "baseline"
-PathLike = str | os.PathLike[str]
 
 
-def run_multidoc(
-    model: Any,
-    *,
-    docs: int = 10,
-    positions: Sequence[int] | None = None,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    ordered_randomly: bool = False,
-    sandwich: bool = False,
-    baselines: bool = True,
-    seed: int = 0,
-    out: PathLike = "runs/multidoc",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    embedder: Any = None,
-    command: str | None = None,
-) -> EvalResult:
+MULTIDOC = TaskSpec(
+    "multidoc",
+    "multi-document QA: accuracy by gold position",
+    (
+        docs_param(),
+        positions_param(),
+        Param("ordered_randomly", False, "shuffled distractors", "--ordered-randomly", FLAG),
+        Param("sandwich", False, "query-aware prompt", "--sandwich", FLAG),
+        Param("baselines", True, "skip closed-book, oracle", "--no-baselines", FLAG, negate),
+        EMBEDDER,
+    ),
+)
+
+
+@MULTIDOC.task
+def run_multidoc(run: TaskRun) -> EvalResult:
     """Run the position sweep on ``model`` (any Generator) and write the report to ``out``.
 
-    ``positions`` defaults to the paper's (0,4,9 / 0,4,9,14,19 / ...); ``questions``
-    are the first N of ``data`` (``None``: all); ``baselines`` adds closed-book and
-    oracle. Predictions already in ``out/predictions.jsonl`` are reused.
+    Parameters (:data:`MULTIDOC`): ``docs=10``, ``positions`` (default: the paper's,
+    0,4,9 / 0,4,9,14,19 / ...), ``ordered_randomly=False``, ``sandwich=False``,
+    ``baselines=True`` (closed-book and oracle), ``embedder``, and the common ones
+    (:data:`~rag_position.eval.task.COMMON`): ``questions`` are the first N of ``data``
+    (``None``: all). Predictions already in ``out/predictions.jsonl`` are reused.
 
-    Example:
-        >>> result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
-        >>> result.row(setting="closedbook")["accuracy"]
+    Example::
+
+        result = run_multidoc(load_model("embedded"), docs=10, questions=20, out="runs/md")
+        result.row(setting="closedbook")["accuracy"]
     """
-    check_positions(list(positions) if positions is not None else paper_positions(docs), docs)
-    prompt_variant(ordered_randomly, sandwich, seed)  # refuses a combination before any work
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
-    section = multidoc_section(
-        ctx,
-        dataset,
-        positions=positions,
-        ordered_randomly=ordered_randomly,
-        sandwich=sandwich,
-        baselines=baselines,
-    )
-    call = command or api_command(
-        "run_multidoc",
-        ctx.label,
-        {
-            "docs": docs,
-            "positions": positions,
-            "questions": questions,
-            "data": data,
-            "ordered_randomly": ordered_randomly,
-            "sandwich": sandwich,
-            "seed": seed,
-        },
-    )
-    profile = None if ordered_randomly or sandwich else eval_profile(section.rows, docs, ctx.label)
+    docs = run["docs"]
+    sweep_positions(run["positions"], docs)
+    options = {k: run[k] for k in ("positions", "ordered_randomly", "sandwich", "baselines")}
+    prompt_variant(run["ordered_randomly"], run["sandwich"], run["seed"])  # refuses a combination
+    ctx, dataset = run.multidoc(docs)
+    section = multidoc_section(ctx, dataset, **options)
+    sweep = not (run["ordered_randomly"] or run["sandwich"])
+    profile = eval_profile(section.rows, docs, ctx.label) if sweep else None
     if profile is not None and ctx.shard is not None:
         section.notes.append(
             f"{PROFILE_FILE} is not written for one share: merge the shares and rerun "
@@ -111,7 +90,14 @@ def run_multidoc(
             f"{PROFILE_FILE}: this model's accuracy by position (linear between the measured "
             "positions), for `eval compare --profile` or `convex_score(..., profile=)`"
         )
-    return finish(ctx, [section], title=f"Multi-document QA, {docs} passages", command=call)
+    return run.finish([section], title=f"Multi-document QA, {docs} passages")
+
+
+def sweep_positions(positions: Sequence[int] | None, k: int) -> list[int]:
+    """The gold positions of a sweep over ``k`` passages (default: the paper's), checked."""
+    chosen = list(positions) if positions is not None else paper_positions(k)
+    check_positions(chosen, k)
+    return chosen
 
 
 def prompt_variant(ordered_randomly: bool, sandwich: bool, seed: int) -> str:
@@ -144,8 +130,7 @@ def multidoc_jobs(
         records = ctx.run(jobs, desc="multidoc")
     """
     k = dataset.docs
-    chosen = list(positions) if positions is not None else paper_positions(k)
-    check_positions(chosen, k)
+    chosen = sweep_positions(positions, k)
     variant = prompt_variant(ordered_randomly, sandwich, ctx.seed)
     jobs: list[Job] = []
     for instance in dataset.instances:
@@ -167,16 +152,12 @@ def multidoc_jobs(
 
 
 def multidoc_section(
-    ctx: RunContext,
-    dataset: MultidocData,
-    *,
-    positions: Sequence[int] | None = None,
-    ordered_randomly: bool = False,
-    sandwich: bool = False,
-    baselines: bool = True,
-    name: str = "multidoc",
+    ctx: RunContext, dataset: MultidocData, *, name: str = "multidoc", **options: Any
 ) -> Section:
     """Run the sweep's jobs in ``ctx`` and summarise them as a report section.
+
+    ``options`` are :func:`multidoc_jobs`'s (``positions``, ``ordered_randomly``,
+    ``sandwich``, ``baselines``).
 
     Example::
 
@@ -185,14 +166,7 @@ def multidoc_section(
         [(row["setting"], row["accuracy"]) for row in section.rows]
         section.figures  # the accuracy-by-position plot, written beside the predictions
     """
-    jobs = multidoc_jobs(
-        ctx,
-        dataset,
-        positions=positions,
-        ordered_randomly=ordered_randomly,
-        sandwich=sandwich,
-        baselines=baselines,
-    )
+    jobs = multidoc_jobs(ctx, dataset, **options)
     rows = summarize(ctx.run(jobs, desc=f"multidoc k={dataset.docs}"), seed=ctx.seed)
     k = dataset.docs
     by_kind = {
@@ -219,7 +193,9 @@ def multidoc_section(
     cells += [
         [r["kind"], str(r["n"]), acc_cell(r)] for r in by_kind["closedbook"] + by_kind["oracle"]
     ]
-    variant = prompt_variant(ordered_randomly, sandwich, ctx.seed)
+    variant = prompt_variant(
+        options.get("ordered_randomly", False), options.get("sandwich", False), ctx.seed
+    )
     return Section(
         title=f"Multi-document QA: accuracy by gold position, {k} passages",
         task=TASK,
@@ -285,8 +261,8 @@ def eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
     Example:
         >>> rows = [{"kind": "position", "docs": 5, "position": p, "accuracy": a}
         ...         for p, a in ((0, 0.2), (2, 0.1), (4, 0.4))]
-        >>> eval_profile(rows, 5, "embedded").values
-        (20.0, 15.0, 10.0, 25.0, 40.0)
+        >>> [round(v, 2) for v in eval_profile(rows, 5, "embedded").values]
+        [0.2, 0.15, 0.1, 0.25, 0.4]
     """
     try:
         from rag_position.strategies import PositionProfile
@@ -306,3 +282,44 @@ def eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
         t = 0.0 if hi[0] == lo[0] else (p - lo[0]) / (hi[0] - lo[0])
         values.append(lo[1] + t * (hi[1] - lo[1]))
     return PositionProfile(tuple(values), model=model, source="eval")
+
+
+WORST_POSITION = Param("worst_position", None, "skip the sweep", "--worst-position", {"type": int})
+"""The worst gold position, given; else measured by :func:`worst_sweep` in the same run."""
+
+
+def worst_sweep(
+    ctx: RunContext, dataset: MultidocData, worst_position: int | None, *, needed: bool = True
+) -> tuple[list[Section], list[dict[str, Any]] | None]:
+    """The sweep a task reads the model's worst position from: its report section and rows.
+
+    Nothing when the worst position is given or not needed; else the paper's positions
+    on the task's own instances, without baselines (the rows go to
+    :func:`find_worst_position` and, for ``convex_score_profile``, :func:`eval_profile`).
+    """
+    if worst_position is not None or not needed:
+        return [], None
+    section = multidoc_section(ctx, dataset, baselines=False)
+    return [section], section.rows
+
+
+def find_worst_position(
+    given: int | None, sweep: Sequence[Mapping[str, Any]] | None, k: int, notes: list[str]
+) -> int:
+    """The worst gold position: ``given``, else the lowest point of ``sweep``'s rows."""
+    if given is not None:
+        check_positions([given], k, where="--worst-position")
+        notes.append(f"worst position {given}: given")
+        return given
+    rows = [r for r in sweep or [] if r.get("kind") == "position" and r.get("docs") == k]
+    if not rows:
+        raise EvalConfigError(
+            "compare needs the model's worst position: pass --worst-position, or run it "
+            "with a multidoc sweep of the same passage count"
+        )
+    worst = min(rows, key=lambda r: (r["accuracy"], r["position"]))
+    notes.append(
+        f"worst position {worst['position']}: lowest accuracy of the sweep over "
+        f"{[r['position'] for r in rows]} on these questions"
+    )
+    return int(worst["position"])

@@ -13,25 +13,36 @@ recall: the share of the queried key's values found in the output.
 
 from __future__ import annotations
 
-import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from rag_position.data.synthetic import NEEDLE_TEMPLATE, SyntheticInstance, make_multivalue
-from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions
+from rag_position.cost import Cost
+from rag_position.data.synthetic import (
+    NEEDLE_TEMPLATE,
+    SyntheticInstance,
+    essay_filler,
+    make_multivalue,
+)
+from rag_position.eval.common import (
+    EvalConfigError,
+    Key,
+    Prepared,
+    check_fits,
+    parse_int_list,
+    token_counter,
+)
 from rag_position.eval.plots import Panel, plot_panels
-from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
+from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
-from rag_position.eval.synthetic import CallLog, check_fits, essay_filler, token_counter
+from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list
 from rag_position.prompts import render_fact_needle
 from rag_position.strategies import fact, needle_retrieve
 
 TASK = "multifact"
-PathLike = str | os.PathLike[str]
 DEFAULT_TOKENS = (2000, 4000)
 DEFAULT_CONFIGS = ((1, 10), (5, 10))
 """(keys, values): K1V10Q1 and K5V10Q1."""
@@ -39,28 +50,36 @@ RETRIEVE_TOKENS = 160
 """New tokens for one needle answer: ten 7-digit numbers need about 80 tokens."""
 
 
-def run_multifact(
-    model: Any,
-    *,
-    tokens: Sequence[int] = DEFAULT_TOKENS,
-    configs: Sequence[tuple[int, int]] = DEFAULT_CONFIGS,
-    iterations: int = 4,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/multifact",
-    max_new_tokens: int = RETRIEVE_TOKENS,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> EvalResult:
+MULTIFACT = TaskSpec(
+    "multifact",
+    "multi-value needles: single pass vs FACT by iteration",
+    (
+        int_list("tokens", DEFAULT_TOKENS, "--tokens", "2000,4000", "haystack sizes in tokens"),
+        Param(
+            "configs",
+            DEFAULT_CONFIGS,
+            "keys per haystack (10 values each)",
+            "--keys",
+            {"default": "1,5"},
+            lambda text: [(k, 10) for k in parse_int_list(text, what="--keys")],
+        ),
+        Param("iterations", 4, "FACT iterations, at most", "--iterations", {"type": int}),
+    ),
+    defaults={"max_new_tokens": RETRIEVE_TOKENS},
+    cli_questions=None,
+)
+
+
+@MULTIFACT.task
+def run_multifact(run: TaskRun) -> EvalResult:
     """Recall of needle values, single pass vs ``fact@1..iterations``; report in ``out``.
 
-    ``questions`` haystacks per (config, size), default 20; ``data`` is the NQ file
-    whose passages are the filler (default: the packaged one). ``max_new_tokens`` bounds
-    each needle answer (single pass and every FACT pass alike).
+    Parameters (:data:`MULTIFACT`): ``tokens=(2000, 4000)`` (haystack sizes),
+    ``configs=((1, 10), (5, 10))`` ((keys, values) per haystack), ``iterations=4``,
+    and the common ones (:data:`~rag_position.eval.task.COMMON`). ``questions``
+    haystacks per (config, size), default 20; ``data`` is the NQ file whose passages
+    are the filler (default: the packaged one). ``max_new_tokens`` (default 160)
+    bounds each needle answer (single pass and every FACT pass alike).
 
     Example::
 
@@ -69,45 +88,29 @@ def run_multifact(
         for row in result.rows:  # strategy: "single_pass", "fact@1", ..., "fact@3"
             row["strategy"], row["setting"], row["accuracy"]  # accuracy: mean recall
     """
-    check_questions(questions)
+    tokens, configs, iterations = run["tokens"], run["configs"], run["iterations"]
     if iterations < 1:
         raise EvalConfigError(f"--iterations must be >= 1, got {iterations}")
     if not tokens or not configs:
         raise EvalConfigError("multifact needs at least one size and one (keys, values)")
-    check_fits(model, tokens, max_new_tokens + 100, option="--tokens")
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    filler = essay_filler(data)
-    count = token_counter(model)
+    check_fits(run.model, tokens, run["max_new_tokens"] + 100, option="--tokens")
+    ctx = run.ctx
+    filler = essay_filler(run["data"])
     haystacks = {
         (keys, values, size): make_multivalue(
-            questions or 20,
+            run["questions"] or 20,
             filler=filler,
             tokens=size,
             keys=keys,
             values=values,
-            seed=seed,
-            count_tokens=count,
+            seed=run["seed"],
+            count_tokens=token_counter(run.model),
         )
         for keys, values in configs
         for size in tokens
     }
     section = multifact_section(ctx, haystacks, iterations)
-    call = command or api_command(
-        "run_multifact",
-        ctx.label,
-        {"tokens": list(tokens), "configs": list(configs), "iterations": iterations,
-         "questions": questions, "seed": seed},
-    )  # fmt: skip
-    return finish(ctx, [section], title="Multi-fact retrieval: single pass vs FACT", command=call)
+    return run.finish([section], title="Multi-fact retrieval: single pass vs FACT")
 
 
 def recall(record: Mapping[str, Any]) -> float:
@@ -209,11 +212,7 @@ def multifact_section(
     plot_panels(ctx.store.path.parent / figure, panels)
     cells = [
         [
-            r["config"],
-            str(r["tokens"]),
-            r["strategy"],
-            str(r["n"]),
-            acc_cell(r),
+            *row_cells(r, "config", "tokens", "strategy", "n", "accuracy"),
             num(None if r["precision"] is None else 100 * r["precision"], 1),
             num(r["lm_calls"]),
             num(r["seconds"], 2),
@@ -225,11 +224,12 @@ def multifact_section(
         "config", "tokens", "strategy", "n", "recall", "precision", "LM calls", "seconds",
         "made up",
     ]  # fmt: skip
+    table = Table("Recall (%) [95% CI] and mean cost per haystack", headers, cells)
     return Section(
         title="Multi-fact retrieval: recall of the queried key's values",
         task=TASK,
         rows=rows,
-        tables=[Table("Recall (%) [95% CI] and mean cost per haystack", headers, cells)],
+        tables=[table],
         figures=[(figure, "Recall by FACT iteration (0 = the single pass)")],
         notes=[
             "recall: share of the queried key's values that appear in the output (single "
@@ -280,3 +280,37 @@ class _FactRun:
         }
         answer = "\n".join(facts) if facts else "(no fact found)"
         return Prepared(answer=answer, cost=log.cost(len(passes)), info=info)
+
+
+class CallLog:
+    """Wraps a generator and keeps the cost of each ``generate`` call, in order.
+
+    Lets a task charge "FACT with at most i iterations" the cost of its first i calls.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.calls: list[Cost] = []
+        self._count = token_counter(model)
+
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
+        start = time.perf_counter()
+        texts: list[str] = self.model.generate(prompts, **kwargs)
+        seconds = time.perf_counter() - start
+        count = self._count
+        self.calls.append(
+            Cost(
+                len(prompts),
+                sum(count(p) for p in prompts) if count else 0,
+                sum(count(t) for t in texts if t) if count else 0,
+                seconds,
+            )
+        )
+        return texts
+
+    def cost(self, calls: int | None = None) -> Cost:
+        """The cost of the first ``calls`` calls (all when ``None``)."""
+        total = Cost()
+        for cost in self.calls[:calls]:
+            total = total + cost
+        return total

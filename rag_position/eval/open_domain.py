@@ -9,46 +9,43 @@ paper's finding: reader accuracy saturates long before recall.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from rag_position.data import ORACLE_FILE, QAInstance, contains_answer, default_data_dir, load_qa
-from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions, derive_seed
+from rag_position.data import QAInstance, contains_answer
+from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
 from rag_position.eval.datasets import LazyEmbedder
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.retrieval import BM25Retriever, DenseRetriever, Retriever
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import bootstrap_ci, summarize
+from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list, qa_records
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 
 TASK = "open-domain"
 DEFAULT_KS = (5, 10, 20, 30, 40, 50)
-PathLike = str | os.PathLike[str]
 
 
-def run_open_domain(
-    model: Any,
-    *,
-    ks: Sequence[int] = DEFAULT_KS,
-    retriever: str = "dense",
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/open-domain",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    embedder: Any = None,
-    command: str | None = None,
-) -> EvalResult:
+OPEN_DOMAIN = TaskSpec(
+    "open-domain",
+    "retriever recall@k vs reader accuracy@k",
+    (
+        int_list("ks", DEFAULT_KS, "--ks", "5,10,20,30,40,50", "passage counts"),
+        Param("retriever", "dense", "", "--retriever", {"choices": ("dense", "bm25")}),
+        EMBEDDER,
+    ),
+)
+
+
+@OPEN_DOMAIN.task
+def run_open_domain(run: TaskRun) -> EvalResult:
     """Recall and reader accuracy at each k for the first ``questions`` of ``data``.
+
+    Parameters (:data:`OPEN_DOMAIN`): ``ks=(5, 10, 20, 30, 40, 50)``,
+    ``retriever="dense"`` (or ``"bm25"``), ``embedder`` (the dense retriever's), and
+    the common ones (:data:`~rag_position.eval.task.COMMON`).
 
     Example::
 
@@ -57,40 +54,24 @@ def run_open_domain(
         for row in result.rows:  # strategy: "retriever-recall" or "reader"
             row["strategy"], row["setting"], row["accuracy"]
     """
+    ks, retriever, questions = run["ks"], run["retriever"], run["questions"]
     if retriever not in ("dense", "bm25"):
         raise EvalConfigError(f"--retriever must be 'dense' or 'bm25', got {retriever!r}")
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise EvalConfigError(f"--ks must be positive passage counts, got {list(ks)}")
-    check_questions(questions)
-    path = Path(data) if data is not None else default_data_dir() / ORACLE_FILE
-    records = load_qa(path)
-    check_questions(questions, len(records))
+    path, records = qa_records(run)
     corpus = _corpus(records)
     if max(ks) > len(corpus):
         raise EvalConfigError(f"--ks: k={max(ks)} exceeds the {len(corpus)} passages of {path}")
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
+    ctx = run.ctx
     ranker: Retriever = (
-        DenseRetriever(corpus, embedder or LazyEmbedder())
+        DenseRetriever(corpus, run["embedder"] or LazyEmbedder())
         if retriever == "dense"
         else BM25Retriever(corpus)
     )
     chosen = records[: questions or len(records)]
     section = open_domain_section(ctx, chosen, corpus, ranker, sorted(set(ks)), path.name)
-    call = command or api_command(
-        "run_open_domain",
-        ctx.label,
-        {"ks": list(ks), "retriever": retriever, "questions": questions, "data": data},
-    )
-    return finish(ctx, [section], title="Open-domain QA: recall vs accuracy", command=call)
+    return run.finish([section], title="Open-domain QA: recall vs accuracy")
 
 
 def open_domain_section(

@@ -13,19 +13,12 @@ nothing).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from typing import Any
-
 from rag_position.eval.common import EvalConfigError
 from rag_position.eval.compare import compare_section
-from rag_position.eval.datasets import load_multidoc
 from rag_position.eval.multidoc import multidoc_section
 from rag_position.eval.report import EvalResult, Section
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.strategies import available_strategies
-
-PathLike = str | os.PathLike[str]
+from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, names, negate
 
 QUICK_QUESTIONS = 10
 """Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16: 10
@@ -44,27 +37,30 @@ QUICK_RANDOM_ONLY = ("likelihood_selection", "convex_score_profile")
 """Run with the gold at the random position only: ten scoring passes a question each."""
 
 
-def run_quick(
-    model: Any,
-    *,
-    questions: int = QUICK_QUESTIONS,
-    data: PathLike | None = None,
-    strategies: Sequence[str] | None = None,
-    compare: bool = True,
-    seed: int = 0,
-    out: PathLike = "runs/quick",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    embedder: Any = None,
-    command: str | None = None,
-) -> EvalResult:
+QUICK = TaskSpec(
+    "quick",
+    "10-passage sweep, baselines and strategies (~10 min on CPU)",
+    (
+        Param(
+            "strategies", None, "comma-separated (default: light set)", "--strategies", {}, names
+        ),
+        Param("compare", True, "skip the strategy comparison", "--no-compare", FLAG, negate),
+        EMBEDDER,
+    ),
+    defaults={"questions": QUICK_QUESTIONS},
+    cli_questions=None,
+)
+
+
+@QUICK.task
+def run_quick(run: TaskRun) -> EvalResult:
     """The position sweep, baselines and comparison on ``questions`` dev questions.
 
-    ``strategies`` default to :data:`QUICK_STRATEGIES` where available; those of
-    :data:`QUICK_RANDOM_ONLY` run with the gold at the random position only.
+    Parameters (:data:`QUICK`): ``strategies`` (default: :data:`QUICK_STRATEGIES`
+    where available; those of :data:`QUICK_RANDOM_ONLY` run with the gold at the
+    random position only), ``compare=True``, ``embedder``, and the common ones
+    (:data:`~rag_position.eval.task.COMMON`; ``questions`` defaults to
+    :data:`QUICK_QUESTIONS`).
 
     Example::
 
@@ -72,49 +68,26 @@ def run_quick(
         print(result.report.read_text())
         result.row(setting="closedbook")["accuracy"]
     """
-    if shard is not None and compare:
+    if run["shard"] is not None and run["compare"]:
         raise EvalConfigError(
             "--shard with quick needs --no-compare: its comparison uses the worst position "
             "of the sweep, which one share would pick on its own questions"
         )
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    dataset = load_multidoc(data, docs=QUICK_DOCS, questions=questions, embedder=embedder)
+    ctx, dataset = run.multidoc(QUICK_DOCS)
     sweep = multidoc_section(ctx, dataset, positions=list(QUICK_POSITIONS))
     sections: list[Section] = [sweep]
-    if compare:
-        if strategies is None:
+    if run["compare"]:
+        if run["strategies"] is None:  # recorded as resolved: the frameworks installed here
             known = available_strategies()
-            strategies = [name for name in QUICK_STRATEGIES if name in known]
+            run.values["strategies"] = [name for name in QUICK_STRATEGIES if name in known]
         narrowed = {name: ("random",) for name in QUICK_RANDOM_ONLY}
         sections.append(
             compare_section(
-                ctx, dataset, strategies=strategies, sweep_rows=sweep.rows, gold_of=narrowed
+                ctx, dataset, strategies=run["strategies"], sweep_rows=sweep.rows, gold_of=narrowed
             )
         )
-    call = command or api_command(
-        "run_quick",
-        ctx.label,
-        {
-            "questions": questions,
-            "data": data,
-            "strategies": list(strategies) if strategies is not None else None,
-            "compare": compare,
-            "seed": seed,
-        },
-    )
-    return finish(
-        ctx,
+    return run.finish(
         sections,
         title="Quick eval: accuracy by gold position, baselines and strategies",
-        command=call,
-        settings={"questions": questions, "passages": QUICK_DOCS},
+        settings={"questions": run["questions"], "passages": QUICK_DOCS},
     )

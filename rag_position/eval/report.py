@@ -140,6 +140,17 @@ def acc_cell(row: Mapping[str, Any]) -> str:
     return f"{pct(row['accuracy'])} [{pct(row['ci_low'])}, {pct(row['ci_high'])}]"
 
 
+def row_cells(row: Mapping[str, Any], *fields: str) -> list[str]:
+    """A row's ``fields`` as table cells; ``"accuracy"`` with its interval (:func:`acc_cell`).
+
+    Example:
+        >>> row_cells({"k": 5, "n": 2, "accuracy": 0.5, "ci_low": 0.0, "ci_high": 1.0},
+        ...           "k", "n", "accuracy")
+        ['5', '2', '50.0 [0.0, 100.0]']
+    """
+    return [acc_cell(row) if f == "accuracy" else str(row[f]) for f in fields]
+
+
 def num(value: Any, digits: int = 1) -> str:
     """A number for a table cell (``-`` when unknown)."""
     if value is None:

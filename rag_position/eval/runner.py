@@ -360,6 +360,19 @@ class RunContext:
         """The model's name in prediction keys."""
         return model_label(self.model)
 
+    def job(
+        self,
+        key: tuple[str, str, object, str],
+        answers: tuple[str, ...],
+        prepare: Callable[[], Prepared],
+        fields: Mapping[str, Any],
+    ) -> Job:
+        """A job keyed ``(task, strategy, instance, setting)`` for this context's model."""
+        task, strategy, instance, setting = key
+        return Job(
+            Key(task, self.label, strategy, str(instance), setting), answers, prepare, fields
+        )
+
     def run(self, jobs: Sequence[Job], desc: str) -> list[dict[str, Any]]:
         """:func:`run_jobs` with this context's settings."""
         return run_jobs(

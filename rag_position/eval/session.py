@@ -79,9 +79,3 @@ def finish(
     return write_report(
         ctx.store.path.parent, sections, title=title, command=command, settings=base
     )
-
-
-def api_command(function: str, model: str, kwargs: Mapping[str, Any]) -> str:
-    """How a Python call is shown in a report: ``run_multidoc(<model>, docs=10, ...)``."""
-    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return f"rag_position.eval.{function}(<{model}>{', ' if args else ''}{args})"

@@ -31,9 +31,10 @@ KEY_FIELDS = ("task", "model", "strategy", "instance", "setting")
 class PredictionStore:
     """Append-only JSONL of predictions keyed by :class:`Key`.
 
-    Example:
-        >>> store = PredictionStore("runs/quick/predictions.jsonl")
-        >>> store.get(key)  # the stored record, or None
+    Example::
+
+        store = PredictionStore("runs/quick/predictions.jsonl")
+        store.get(key)  # the stored record, or None
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:

@@ -414,6 +414,3 @@ class SharedScoring:
                 del self._memo[next(iter(self._memo))]
         return list(results)
 
-
-Strategy = EvalStrategy  # TODO(one-design): the old name, until compare.py/__init__ move
-RegisteredStrategy = TableStrategy  # TODO(one-design): likewise

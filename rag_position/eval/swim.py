@@ -12,19 +12,17 @@ the paper's best-subspan match.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from rag_position.data import ORACLE_FILE, QAInstance, contains_answer, default_data_dir, load_qa
-from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions, derive_seed
+from rag_position.data import QAInstance, contains_answer
+from rag_position.eval.common import EvalConfigError, Prepared, derive_seed
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
-from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
+from rag_position.eval.runner import RunContext
 from rag_position.eval.stats import summarize
+from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list, qa_records
 from rag_position.passages import Passage
 from rag_position.prompts import format_documents, render_qa
 
@@ -32,29 +30,26 @@ TASK = "swim"
 PERCENTS = (0, 25, 50, 75, 100)
 TEMPLATE_ALLOWANCE = 64
 """Tokens kept free for a chat template when the budget defaults to the model's window."""
-PathLike = str | os.PathLike[str]
 
 
-def run_swim(
-    model: Any,
-    *,
-    budget: int | None = None,
-    depths: Sequence[int] = PERCENTS,
-    sizes: Sequence[int] = PERCENTS,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    seed: int = 0,
-    out: PathLike = "runs/swim",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> EvalResult:
+SWIM = TaskSpec(
+    "swim",
+    "SWiM depth and size tests within a token budget",
+    (
+        Param("budget", None, "tokens (default: the window)", "--budget", {"type": int}),
+        int_list("depths", PERCENTS, "--depths", "0,25,50,75,100", "depth percentages"),
+        int_list("sizes", PERCENTS, "--sizes", "0,25,50,75,100", "size percentages"),
+    ),
+)
+
+
+@SWIM.task
+def run_swim(run: TaskRun) -> EvalResult:
     """Run the depth and size tests; ``budget`` defaults to the model's window.
 
-    (The window less ``max_new_tokens`` and :data:`TEMPLATE_ALLOWANCE`.)
+    (The window less ``max_new_tokens`` and :data:`TEMPLATE_ALLOWANCE`.) Parameters
+    (:data:`SWIM`): ``budget``, ``depths`` and ``sizes`` (percentages, default
+    0,25,50,75,100), and the common ones (:data:`~rag_position.eval.task.COMMON`).
 
     Example::
 
@@ -62,35 +57,23 @@ def run_swim(
         for row in result.rows:  # test: "depth" or "size", percent: 0, 25, ..., 100
             row["test"], row["percent"], row["accuracy"]
     """
-    count = getattr(model, "count_tokens", None)
+    count = getattr(run.model, "count_tokens", None)
     if not callable(count):
         raise EvalConfigError(
             "swim counts tokens with the model's count_tokens; this model has none"
         )
-    budget = budget or _window_budget(model, max_new_tokens)
+    budget = run.values["budget"] = run["budget"] or _window_budget(
+        run.model, run["max_new_tokens"]
+    )
+    depths, sizes = run["depths"], run["sizes"]
     for name, values in (("--depths", depths), ("--sizes", sizes)):
         if any(not 0 <= v <= 100 for v in values):
             raise EvalConfigError(f"{name}: percentages must be within 0..100, got {list(values)}")
-    check_questions(questions)
-    path = Path(data) if data is not None else default_data_dir() / ORACLE_FILE
-    records = load_qa(path)
-    check_questions(questions, len(records))
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    chosen = records[: questions or len(records)]
+    path, records = qa_records(run)
+    ctx = run.ctx
+    chosen = records[: run["questions"] or len(records)]
     section = swim_section(ctx, chosen, _documents(records), budget, depths, sizes, path.name)
-    call = command or api_command(
-        "run_swim", ctx.label, {"budget": budget, "questions": questions, "data": data}
-    )
-    return finish(ctx, [section], title=f"SWiM tests, {budget}-token budget", command=call)
+    return run.finish([section], title=f"SWiM tests, {budget}-token budget")
 
 
 def swim_section(
@@ -108,14 +91,8 @@ def swim_section(
         for test, values in (("depth", depths), ("size", sizes)):
             for percent in values:
                 jobs.append(
-                    Job(
-                        Key(
-                            TASK,
-                            ctx.label,
-                            "baseline",
-                            str(inst.id),
-                            f"{test}={percent}% budget={budget}",
-                        ),
+                    ctx.job(
+                        (TASK, "baseline", inst.id, f"{test}={percent}% budget={budget}"),
                         inst.answers,
                         _prepare(ctx, inst, documents, budget, test, percent),
                         {"test": test, "percent": percent, "budget": budget},

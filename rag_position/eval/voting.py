@@ -11,52 +11,55 @@ permutations over it comes from moving the passages, not from voting alone.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
-from rag_position.eval.compare import find_worst_position
-from rag_position.eval.datasets import MultidocData, load_multidoc
-from rag_position.eval.multidoc import multidoc_section
+from rag_position.eval.datasets import MultidocData
+from rag_position.eval.multidoc import WORST_POSITION, find_worst_position, worst_sweep
 from rag_position.eval.plots import plot_bars
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.session import api_command, finish, open_context
 from rag_position.eval.stats import summarize
+from rag_position.eval.task import EMBEDDER, TaskRun, TaskSpec, docs_param, float_list, int_list
 from rag_position.models.embedders import load_embedder
 from rag_position.prompts import render_qa
 from rag_position.strategies import medoid_vote
 
 TASK = "voting"
-PathLike = str | os.PathLike[str]
 DEFAULT_KS = (3, 5)
 DEFAULT_CONTROL_TEMPERATURES = (0.7,)
 CONTROL_K = 5
 
 
-def run_voting(
-    model: Any,
-    *,
-    ks: Sequence[int] = DEFAULT_KS,
-    control_temperatures: Sequence[float] = DEFAULT_CONTROL_TEMPERATURES,
-    docs: int = 10,
-    questions: int | None = None,
-    data: PathLike | None = None,
-    worst_position: int | None = None,
-    embedder: Any = None,
-    seed: int = 0,
-    out: PathLike = "runs/voting",
-    max_new_tokens: int = 100,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    shard: tuple[int, int] | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> EvalResult:
+VOTING = TaskSpec(
+    "voting",
+    "medoid voting vs single runs at the worst position",
+    (
+        docs_param(),
+        int_list("ks", DEFAULT_KS, "--ks", "3,5", "runs per vote"),
+        float_list(
+            "control_temperatures",
+            DEFAULT_CONTROL_TEMPERATURES,
+            "--control-temperatures",
+            "0.7",
+            "resampling controls",
+        ),
+        WORST_POSITION,
+        EMBEDDER,
+    ),
+    cli_questions=None,
+)
+
+
+@VOTING.task
+def run_voting(run: TaskRun) -> EvalResult:
     """Single runs vs medoid voting (``ks``) vs resampling controls; report in ``out``.
 
+    Parameters (:data:`VOTING`): ``ks=(3, 5)``, ``control_temperatures=(0.7,)``,
+    ``docs=10``, ``worst_position`` (default: measured by a sweep in the same run),
+    ``embedder``, and the common ones (:data:`~rag_position.eval.task.COMMON`).
     ``questions`` defaults to 30 of the dev file (all of a ``data`` file). ``embedder``
     embeds the answers (default: the embedded all-MiniLM-L6-v2; it also mines the
     distractors when building instances).
@@ -68,56 +71,35 @@ def run_voting(
         for row in result.rows:  # strategy: "single", "medoid_k3", "resample_k5_t0.7"
             row["strategy"], row["accuracy"], row["lm_calls"]
     """
+    ks, temperatures, worst = run["ks"], run["control_temperatures"], run["worst_position"]
     if not ks or any(k < 2 for k in ks):
         raise EvalConfigError(f"--ks: voting needs k >= 2, got {list(ks)}")
-    if any(t <= 0 for t in control_temperatures):
+    if any(t <= 0 for t in temperatures):
         raise EvalConfigError(
             f"--control-temperatures must be > 0 (greedy resampling repeats one answer), "
-            f"got {list(control_temperatures)}"
+            f"got {list(temperatures)}"
         )
-    ctx = open_context(
-        model,
-        out,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        shard=shard,
-        progress=progress,
-    )
-    if shard is not None and worst_position is None:
+    if run["shard"] is not None and worst is None:
         raise EvalConfigError(
             "--shard needs --worst-position: a sweep run on one share would pick its own "
             "worst position; measure it first (`eval multidoc`, sharded and merged)"
         )
-    embedder = embedder or load_embedder("embedded")
-    if questions is None and data is None:
-        questions = 30
-    dataset = load_multidoc(data, docs=docs, questions=questions, embedder=embedder)
-    sections: list[Section] = []
-    sweep = None
-    if worst_position is None:
-        sections.append(multidoc_section(ctx, dataset, baselines=False))
-        sweep = sections[-1].rows
-    sections.append(
-        voting_section(
-            ctx,
-            dataset,
-            embedder,
-            ks=ks,
-            control_temperatures=control_temperatures,
-            worst_position=worst_position,
-            sweep_rows=sweep,
-            max_new_tokens=max_new_tokens,
-        )
+    embedder = run["embedder"] or load_embedder("embedded")
+    if run["questions"] is None and run["data"] is None:
+        run.values["questions"] = 30
+    ctx, dataset = run.multidoc(run["docs"], embedder)
+    sweep, rows = worst_sweep(ctx, dataset, worst)
+    voted = voting_section(
+        ctx,
+        dataset,
+        embedder,
+        ks=ks,
+        control_temperatures=temperatures,
+        worst_position=worst,
+        sweep_rows=rows,
+        max_new_tokens=run["max_new_tokens"],
     )
-    call = command or api_command(
-        "run_voting",
-        ctx.label,
-        {"ks": list(ks), "control_temperatures": list(control_temperatures), "docs": docs,
-         "questions": questions, "worst_position": worst_position, "seed": seed},
-    )  # fmt: skip
-    return finish(ctx, sections, title=f"Medoid voting, {docs} passages", command=call)
+    return run.finish([*sweep, voted], title=f"Medoid voting, {run['docs']} passages")
 
 
 def voting_section(

@@ -1,0 +1,395 @@
+"""One shape for every eval task: its parameters declared once, as data.
+
+A :class:`TaskSpec` names a task (its ``rag-position eval`` name and help) and lists
+its own :class:`Param` s; the parameters every task shares (:data:`COMMON`:
+questions, data, seed, out, max_new_tokens, batch_size, concurrency, shard,
+progress, command) are declared here, once. :meth:`TaskSpec.task` turns the
+function doing a task's own work on a :class:`TaskRun` into the public
+``run_<task>(model, **params)``. From a spec come:
+
+- the ``rag-position eval <task>`` subcommand's options (:meth:`TaskSpec.parser`)
+  and the keywords they give (:meth:`TaskSpec.from_cli`);
+- the run's plumbing (:class:`TaskRun`): defaults and unknown names, the question
+  count check, the run context opened on first use, the report;
+- the command the report records (:meth:`TaskSpec.call`): the Python call with the
+  value of every parameter that changes results, so that the report can be re-run.
+  (A run started from the CLI records the command line as typed: every option it
+  leaves out takes the same default again.)
+
+Example:
+    >>> from rag_position.eval.kv import KV
+    >>> print(KV.call("scripted", KV.values({"pairs": 8, "query_aware": (True,)})))
+    rag_position.eval.run_kv(<scripted>, pairs=8, positions=None, query_aware=(True,), questions=None, data=None, seed=0, max_new_tokens=100)
+    >>> KV.from_cli(KV.parser().parse_args(["--pairs", "8", "--query-aware", "on"]))["query_aware"]
+    (True,)
+"""  # noqa: E501
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from pathlib import Path
+from typing import Any
+
+from rag_position.data import QAInstance, load_qa
+from rag_position.eval.common import EvalConfigError, check_questions, parse_int_list
+from rag_position.eval.datasets import MultidocData, default_oracle_path, load_multidoc
+from rag_position.eval.report import EvalResult, Section
+from rag_position.eval.runner import RunContext, parse_shard
+from rag_position.eval.session import finish, open_context
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an eval task, as data.
+
+    ``name`` and ``default`` are the Python keyword's; ``flag`` the CLI option (``None``:
+    Python only), ``cli`` its further ``argparse`` keywords and ``parse`` what turns the
+    option's value into the parameter's (a value of ``None``: not given, the default).
+    ``recorded``: it changes results, so the report's command shows its value
+    (``omit_default``: only when it is not the default).
+
+    Example:
+        >>> pairs = Param("pairs", 75, "pairs per example", "--pairs", {"type": int})
+        >>> pairs.name, pairs.default, pairs.recorded, pairs.from_cli("8")
+        ('pairs', 75, True, '8')
+        >>> int_list("ks", (3, 5), "--ks", "3,5", "runs per vote").from_cli("3,7")
+        [3, 7]
+    """
+
+    name: str
+    default: Any = None
+    help: str = ""
+    flag: str | None = None
+    cli: Mapping[str, Any] = field(default_factory=dict)
+    parse: Callable[[Any], Any] | None = None
+    recorded: bool = True
+    omit_default: bool = False
+
+    def add_to(self, parser: argparse.ArgumentParser, task: str) -> None:
+        """Add this parameter's option (if it has one) to a task's parser."""
+        if self.flag is None:
+            return
+        options = dict(self.cli)
+        if "action" not in options and "choices" not in options:
+            options.setdefault("metavar", self.flag[2:].upper().replace("-", "_"))
+        parser.add_argument(
+            self.flag, dest=self.name, help=self.help.replace("<task>", task), **options
+        )
+
+    def from_cli(self, value: Any) -> Any:
+        """The parameter's value from its option's (``None``: not given)."""
+        if value is None or self.parse is None:
+            return value
+        return self.parse(value)
+
+
+FLAG: Mapping[str, Any] = {"action": "store_true"}
+"""A CLI switch (``--sandwich``)."""
+
+
+def negate(switch: bool) -> bool:
+    """A ``--no-...`` switch's parameter: ``--no-baselines`` given -> ``baselines=False``."""
+    return not switch
+
+
+def int_list(name: str, default: Any, flag: str, text: str | None, help: str) -> Param:
+    """A parameter given on the CLI as comma-separated integers (``text``: the default)."""
+    return Param(name, default, help, flag, {"default": text}, partial(parse_int_list, what=flag))
+
+
+def names(text: str | None) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]``; nothing -> ``None``.
+
+    Example:
+        >>> names("retriever, edge"), names("")
+        (['retriever', 'edge'], None)
+    """
+    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+
+
+def float_list(name: str, default: Any, flag: str, text: str, help: str) -> Param:
+    """A parameter given on the CLI as comma-separated numbers (``text``: the default)."""
+    return Param(name, default, help, flag, {"default": text}, partial(floats, what=flag))
+
+
+def floats(text: str, *, what: str) -> list[float]:
+    """``"0.7,1"`` -> ``[0.7, 1.0]``, with an error naming the option."""
+    try:
+        return [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise EvalConfigError(f"{what}: expected numbers, got {text!r}") from None
+
+
+def docs_param(help: str = "passages") -> Param:
+    """``--docs``: passages per question (10, 20 or 30 in the published files)."""
+    return Param("docs", 10, help, "--docs", {"type": int, "default": 10, "choices": (10, 20, 30)})
+
+
+def positions_param(help: str = "gold positions (default: paper's)") -> Param:
+    return int_list("positions", None, "--positions", None, help)
+
+
+EMBEDDER = Param("embedder", None, omit_default=True)
+"""The embedder that mines distractors (and, for voting, embeds answers); Python only."""
+
+COMMON: tuple[Param, ...] = (
+    Param(
+        "questions",
+        None,
+        "first N (default: 50 of dev, all of --data)",
+        "--questions",
+        {"type": int},
+    ),
+    Param("data", None, "data file (default: the packaged dev file)", "--data", {"type": Path}),
+    Param("seed", 0, "seed of every random choice", "--seed", {"type": int, "default": 0}),
+    Param("out", None, "output folder (runs/<task>)", "--out", {"type": Path}, recorded=False),
+    Param(
+        "max_new_tokens",
+        100,
+        "per answer (default: the task's, 100)",
+        "--max-new-tokens",
+        {"type": int},
+    ),
+    Param(
+        "batch_size",
+        None,
+        "prompts per generate call (CPU: 1, else 8)",
+        "--batch-size",
+        {"type": int},
+        recorded=False,
+    ),
+    Param(
+        "concurrency",
+        1,
+        "requests in flight (remote)",
+        "--concurrency",
+        {"type": int, "default": 1},
+        recorded=False,
+    ),
+    Param(
+        "shard",
+        None,
+        "only the K-th of N shares of the questions (split a run; see README)",
+        "--shard",
+        {"metavar": "K/N"},
+        parse_shard,
+        omit_default=True,
+    ),
+    Param(
+        "progress",
+        None,
+        "no progress bar",
+        "--no-progress",
+        FLAG,
+        negate,
+        recorded=False,
+    ),
+    Param("command", None, recorded=False),
+)
+"""What every task takes: data and questions, seed, decoding, output and run plumbing."""
+
+
+@dataclass(eq=False)
+class TaskSpec:
+    """An eval task: its CLI name and help, its own parameters, its functions.
+
+    ``defaults`` override :data:`COMMON` defaults (``out`` defaults to
+    ``runs/<name>``); ``cli_questions`` is the question count the CLI asks of the
+    packaged dev file when neither ``--questions`` nor ``--data`` is given (``None``:
+    the function's own default). :meth:`task` turns the function doing the task's
+    own part on a :class:`TaskRun` into the public ``run_<task>(model, **params)``.
+    """
+
+    name: str
+    help: str
+    params: tuple[Param, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    cli_questions: int | None = 50
+    function: Callable[..., EvalResult] = field(init=False)
+
+    def task(self, work: Callable[[TaskRun], EvalResult]) -> Callable[..., EvalResult]:
+        """Decorator: ``work`` does the task on a :class:`TaskRun` (and returns
+        :meth:`TaskRun.finish`); it becomes the public ``run_<task>(model, **params)``,
+        with the signature the parameters declare."""
+
+        @functools.wraps(work)
+        def function(model: Any, **params: Any) -> EvalResult:
+            run = TaskRun(self, model, self.values(params))
+            check_questions(run["questions"])
+            return work(run)
+
+        function.__signature__ = self.signature()  # type: ignore[attr-defined]
+        self.function = function
+        return function
+
+    @property
+    def every(self) -> tuple[Param, ...]:
+        """The task's own parameters, then the common ones."""
+        return (*self.params, *COMMON)
+
+    def default(self, param: Param) -> Any:
+        if param.name == "out":
+            return self.defaults.get("out", f"runs/{self.name}")
+        return self.defaults.get(param.name, param.default)
+
+    def signature(self) -> inspect.Signature:
+        """``run_<task>(model, *, <every parameter>=<its default>)``."""
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Signature(
+            [
+                inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                *(inspect.Parameter(p.name, keyword, default=self.default(p)) for p in self.every),
+            ],
+            return_annotation=EvalResult,
+        )
+
+    def values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Every parameter's value: those given, the defaults for the others."""
+        known = {p.name for p in self.every}
+        unknown = [name for name in params if name not in known]
+        if unknown:
+            raise TypeError(
+                f"{self.function.__name__}() got an unexpected keyword argument {unknown[0]!r}"
+            )
+        return {p.name: params.get(p.name, self.default(p)) for p in self.every}
+
+    def call(self, model: str, values: Mapping[str, Any]) -> str:
+        """The Python call a report records: every parameter that changes results.
+
+        Example:
+            >>> from rag_position.eval.length import LENGTH
+            >>> print(LENGTH.call("m", LENGTH.values({"recite_tokens": 64, "shard": (1, 2)})))
+            ... # doctest: +NORMALIZE_WHITESPACE
+            rag_position.eval.run_length(<m>, filler_tokens=(0, 1000, 2000, 4000),
+            fillers=('essay', 'whitespace'), summed=3, recite_tokens=64, questions=None,
+            data=None, seed=0, max_new_tokens=32, shard=(1, 2))
+        """
+        shown = [
+            f"{p.name}={literal(values[p.name])}"
+            for p in self.every
+            if p.recorded and not (p.omit_default and values[p.name] == self.default(p))
+        ]
+        arguments = "".join(f", {s}" for s in shown)
+        return f"rag_position.eval.{self.function.__name__}(<{model}>{arguments})"
+
+    def parser(self, tasks: Any = None) -> argparse.ArgumentParser:
+        """The task's CLI parser (a subparser of ``tasks`` when given)."""
+        if tasks is None:
+            parser = argparse.ArgumentParser(prog=f"rag-position eval {self.name}")
+        else:
+            parser = tasks.add_parser(self.name, help=self.help, description=self.help)
+        parser.add_argument(
+            "--model", default="embedded", help="a load_model spec (default: embedded)"
+        )
+        parser.add_argument(
+            "--device", default=None, help="a local model's device: cpu (default), cuda, cuda:1..."
+        )
+        parser.add_argument(
+            "--dtype",
+            default=None,
+            choices=("auto", "float32", "bfloat16", "float16"),
+            help="a local model's dtype (default auto: bfloat16 where native, float16 on a GPU "
+            "without it, else float32)",
+        )
+        for param in (*COMMON, *self.params):
+            param.add_to(parser, self.name)
+        return parser
+
+    def from_cli(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The function's keywords from parsed options (those not given: left out)."""
+        given = {
+            p.name: p.from_cli(getattr(args, p.name))
+            for p in self.every
+            if p.flag is not None and getattr(args, p.name) is not None
+        }
+        if "questions" not in given and "data" not in given and self.cli_questions is not None:
+            given["questions"] = self.cli_questions  # 50 of the dev file; all of a --data file
+        return given
+
+
+class TaskRun:
+    """One call of a task: its spec, model and parameter values; the run context
+    (opened on first use, so that a task checks its inputs before writing anything);
+    and the report, whose recorded command is made from the values (a task that
+    resolves a value, e.g. a default budget, writes it back into :attr:`values`)."""
+
+    def __init__(self, spec: TaskSpec, model: Any, values: dict[str, Any]) -> None:
+        self.spec = spec
+        self.model = model
+        self.values = values
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @cached_property
+    def ctx(self) -> RunContext:
+        v = self.values
+        return open_context(
+            self.model,
+            v["out"],
+            seed=v["seed"],
+            max_new_tokens=v["max_new_tokens"],
+            batch_size=v["batch_size"],
+            concurrency=v["concurrency"],
+            shard=v["shard"],
+            progress=v["progress"],
+        )
+
+    def multidoc(self, docs: int, embedder: Any = None) -> tuple[RunContext, MultidocData]:
+        """The run context, then the run's multi-document QA instances (``docs`` passages)."""
+        ctx = self.ctx
+        embedder = embedder or self["embedder"]
+        questions = self["questions"]
+        return ctx, load_multidoc(self["data"], docs=docs, questions=questions, embedder=embedder)
+
+    def finish(
+        self,
+        sections: Sequence[Section],
+        *,
+        title: str,
+        settings: Mapping[str, Any] | None = None,
+    ) -> EvalResult:
+        """Write the report; its command: the one given, else the generated call."""
+        command = self["command"] or self.spec.call(self.ctx.label, self.values)
+        return finish(self.ctx, sections, title=title, command=command, settings=settings)
+
+
+def qa_records(run: TaskRun) -> tuple[Path, list[QAInstance]]:
+    """The records of the run's ``data`` file (default: the packaged oracle file),
+    with its ``questions`` checked against what the file holds."""
+    path = Path(run["data"]) if run["data"] is not None else default_oracle_path()
+    records = load_qa(path)
+    check_questions(run["questions"], len(records))
+    return path, records
+
+
+def literal(value: Any) -> str:
+    """A value as the recorded call shows it: a Python literal where there is one
+    (paths as strings), else ``<its name>`` (an embedder, a profile object).
+
+    Example:
+        >>> literal([Path("a.json"), (1, 2), {"p": None}]), literal(object())
+        ("['a.json', (1, 2), {'p': None}]", '<object>')
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, os.PathLike):
+        return repr(os.fspath(value))
+    if isinstance(value, tuple):
+        inner = ", ".join(literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    from rag_position.eval.common import model_label
+
+    return f"<{model_label(value)}>"
