@@ -31,9 +31,9 @@ from rag_position.data import (
     normalize_answer,
     packaged_data_dir,
     place_gold,
-    random_distractor_order,
-    read_jsonl,
 )
+from rag_position.data.builder import random_distractor_order
+from rag_position.data.loaders import read_jsonl
 from rag_position.errors import DataFormatError
 from rag_position.passages import Passage, as_passage, as_passages
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rag_position.data import CACHE_ENV, ORACLE_FILE, InstanceBuilder, default_data_dir
+from rag_position.data import ORACLE_FILE, InstanceBuilder, default_data_dir
+from rag_position.data.builder import CACHE_ENV
 
 pytestmark = pytest.mark.slow
 

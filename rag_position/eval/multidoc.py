@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag_position.data import QAInstance, place_gold, random_distractor_order
+from rag_position.data import QAInstance, place_gold
+from rag_position.data.builder import random_distractor_order
 from rag_position.eval.common import (
     EvalConfigError,
     Key,

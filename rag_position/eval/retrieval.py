@@ -21,7 +21,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from rag_position.data import EMBEDDING_TEXT, default_cache_dir, normalize_answer
+from rag_position.data import normalize_answer
+from rag_position.data.builder import EMBEDDING_TEXT, default_cache_dir
 from rag_position.passages import Passage
 
 
