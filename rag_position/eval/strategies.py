@@ -413,4 +413,3 @@ class SharedScoring:
             while len(self._memo) > self._size:
                 del self._memo[next(iter(self._memo))]
         return list(results)
-

@@ -1,16 +1,17 @@
-"""Adapters between LangChain objects and the rag-position protocols.
+"""LangChain objects mapped onto rag-position's framework-free adapter layer.
 
-``scorer=``, ``llm=`` and ``embeddings=`` arguments all go through here: a
-``load_model``/``load_embedder`` spec string (loaded lazily, once per component),
-one of our own protocol objects, or a LangChain object adapted to the protocol.
-Documents become :class:`~rag_position.passages.Passage` views for the core and
-come back through the core's ``order`` (``result.passages[i] is passages[order[i]]``).
+Everything framework-free (the lazy holder, spec checks, model resolution, the
+OpenAI-compatible scorer, option defaults, the reorder record) is in
+:mod:`rag_position.adapters`; this module only maps LangChain objects to it:
+Documents to :class:`~rag_position.passages.Passage` views and back (annotated
+copies), a LangChain chat model or LLM to a ``Generator``, LangChain ``Embeddings``
+to an ``Embedder``, and ``ChatOpenAI``/``OpenAI`` to the values of the ``openai:``
+backend.
 """
 
 from __future__ import annotations
 
-import math
-import threading
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,25 +23,20 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
-from rag_position.errors import ModelSpecError
-from rag_position.models import Embedder, Generator, Scorer
+from rag_position import adapters as core
+from rag_position.adapters import METADATA_KEY, LazyModel, check_spec, cut_at_stop
+from rag_position.models import Scorer
 from rag_position.passages import Passage
 
-METADATA_KEY = "rag_position"
-"""The metadata key every reordering component writes by default."""
-
-SPEC_FORMS = (
-    "'embedded', 'hf:<name-or-folder>' or 'openai:<base_url>' (see rag_position.load_model)"
-)
 SCORER_FORMS = (
-    "a load_model spec string (" + SPEC_FORMS + "), an object with score_spans() "
-    "(rag_position's Scorer protocol, e.g. load_model('embedded')), ChatRagPosition, or an "
-    "OpenAI-compatible LangChain model (ChatOpenAI/OpenAI with base_url=) pointed at a server "
-    "that returns prompt log-probabilities (vLLM, rag-position serve)"
+    "a load_model spec string, an object with score_spans() (rag_position's Scorer protocol, "
+    "e.g. load_model('embedded')), ChatRagPosition, or an OpenAI-compatible LangChain model "
+    "(ChatOpenAI/OpenAI with base_url=) pointed at a server that returns prompt "
+    "log-probabilities (vLLM, rag-position serve)"
 )
 GENERATOR_FORMS = (
-    "a LangChain chat model or LLM, a load_model spec string (" + SPEC_FORMS + "), or an "
-    "object with generate() (rag_position's Generator protocol)"
+    "a LangChain chat model or LLM, a load_model spec string, or an object with generate() "
+    "(rag_position's Generator protocol)"
 )
 EMBEDDER_FORMS = (
     "a LangChain Embeddings object, the spec string 'embedded' (or a sentence-transformers "
@@ -49,116 +45,50 @@ EMBEDDER_FORMS = (
 _MAX_TOKEN_FIELDS = ("max_tokens", "max_new_tokens", "max_output_tokens", "num_predict")
 
 
-class LazyModel:
-    """A model given now, or loaded on first use by ``loader`` (once, thread-safe).
-
-    Example:
-        >>> lazy = LazyModel(loader=lambda: load_model("embedded"), label="'embedded'")
-        >>> lazy.get() is lazy.get()       # loaded once, on the first call
-        True
-    """
-
-    def __init__(
-        self,
-        value: Any = None,
-        *,
-        loader: Callable[[], Any] | None = None,
-        label: str = "",
-        check: Callable[[Any], Any] | None = None,
-    ) -> None:
-        self._value = value
-        self._loader = loader
-        self._check = check
-        self._lock = threading.Lock()
-        self.label = label
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the model is in memory (a given object always is)."""
-        return self._loader is None
-
-    def get(self) -> Any:
-        """The model, loading it first if needed."""
-        if self._loader is None:
-            return self._value
-        with self._lock:
-            if self._loader is not None:
-                value = self._loader()
-                if self._check is not None:
-                    value = self._check(value)
-                self._value, self._loader = value, None
-        return self._value
-
-
-def check_spec(spec: str, what: str) -> None:
-    """Refuse a spec string ``load_model`` would refuse, before anything is loaded."""
-    ok = (
-        spec == "embedded"
-        or (spec.startswith("hf:") and len(spec) > 3)
-        or (spec.startswith("openai:") and len(spec) > 7)
-    )
-    if not ok:
-        raise ModelSpecError(f"`{what}` got the unknown model spec {spec!r}; use {SPEC_FORMS}")
-
-
-def _is_ours(obj: Any, class_name: str) -> bool:
-    return type(obj).__module__.startswith("langchain_rag_position") and any(
-        c.__name__ == class_name for c in type(obj).__mro__
-    )
-
-
 def _describe(obj: Any) -> str:
     return f"{type(obj).__module__}.{type(obj).__name__} object"
 
 
-# ---------------------------------------------------------------------- scorer
-def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> LazyModel:
-    """A :class:`LazyModel` that yields a Scorer; ``TypeError``/``ValueError`` when it cannot.
+# ---------------------------------------------------------------------- models
+def _chat_scorer(chat: Any) -> LazyModel[Any]:
+    """A ChatRagPosition's own model, as a scorer (checked now if loaded, else on loading)."""
+    if chat.is_loaded:
+        core.need_scorer(chat.core_model, _describe(chat))
+    return LazyModel(
+        loader=lambda: chat.core_model,
+        label=_describe(chat),
+        check=lambda m: core.need_scorer(m, _describe(chat)),
+    )
 
-    Accepted: a spec string (loaded lazily with ``load_kwargs``), a Scorer, a
-    ``ChatRagPosition`` (its model), or an OpenAI-compatible LangChain model
-    (``ChatOpenAI``/``OpenAI`` with a ``base_url``; duck-typed by its
-    ``openai_api_base``, ``model_name`` and ``openai_api_key`` attributes).
-    """
-    kwargs = dict(load_kwargs or {})
-    if isinstance(scorer, str):
-        check_spec(scorer, "scorer")
-        from rag_position.models import load_model
 
-        return LazyModel(
-            loader=lambda: load_model(scorer, **kwargs),
-            label=repr(scorer),
-            check=lambda m: _need_scorer(m, repr(scorer)),
-        )
-    if kwargs:
-        raise ValueError("`scorer_kwargs` only applies when `scorer` is a load_model spec string")
-    if _is_ours(scorer, "ChatRagPosition"):
-        chat = scorer
-        if chat.is_loaded:
-            _need_scorer(chat.core_model, _describe(chat))
-        return LazyModel(
-            loader=lambda: chat.core_model,
-            label=_describe(chat),
-            check=lambda m: _need_scorer(m, _describe(chat)),
-        )
-    if isinstance(scorer, BaseLanguageModel):
-        return LazyModel(openai_scorer(scorer), label=_describe(scorer))
-    if callable(getattr(scorer, "score_spans", None)):
-        return LazyModel(scorer, label=_describe(scorer))
-    if scorer is None:
-        raise ValueError(f"`scorer` is required; pass {SCORER_FORMS}")
-    raise TypeError(f"{_describe(scorer)} cannot score question likelihoods; pass {SCORER_FORMS}")
+def _own_model(chat: Any) -> LazyModel[Any]:
+    return LazyModel(loader=lambda: chat.core_model, label=_describe(chat))
+
+
+def _own_embedder(wrapper: Any) -> LazyModel[Any]:
+    return LazyModel(loader=lambda: wrapper.core_embedder, label=_describe(wrapper))
+
+
+def _ours() -> tuple[type[Any], type[Any]]:
+    # Imported here: both modules import this one.
+    from langchain_rag_position.chat_models import ChatRagPosition
+    from langchain_rag_position.embeddings import RagPositionEmbeddings
+
+    return ChatRagPosition, RagPositionEmbeddings
+
+
+def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> LazyModel[Any]:
+    """A :class:`LazyModel` yielding a Scorer (see :data:`SCORER_FORMS`)."""
+    table = [(_ours()[0], _chat_scorer), (BaseLanguageModel, openai_scorer)]
+    return core.resolve_scorer(scorer, load_kwargs, adapters=table, forms=SCORER_FORMS)
 
 
 def openai_scorer(llm: BaseLanguageModel[Any]) -> Scorer:
     """Our OpenAI backend pointed where an OpenAI-compatible LangChain model points.
 
-    The model's base URL, model name, API key, timeout and retries are read from its
-    attributes (``openai_api_base``, ``model_name``, ``openai_api_key``,
-    ``request_timeout``, ``max_retries``), so ``langchain-openai`` is needed only by the
-    user who has such a model. Scoring uses ``/v1/completions`` with ``echo`` and
-    ``logprobs``; a server without prompt log-probabilities raises
-    ``ScoringUnsupportedError`` at the first scoring call.
+    Reads ``openai_api_base``, ``model_name``, ``openai_api_key``, ``request_timeout`` and
+    ``max_retries`` (so ``langchain-openai`` is needed only by the user who has such a
+    model) and hands them to :func:`rag_position.adapters.openai_scorer`.
     """
     if not hasattr(llm, "openai_api_base"):
         raise TypeError(
@@ -166,72 +96,46 @@ def openai_scorer(llm: BaseLanguageModel[Any]) -> Scorer:
             "LLMs do not return prompt log-probabilities, except OpenAI-compatible ones "
             f"pointed at a server that does. Pass {SCORER_FORMS}"
         )
-    base = llm.openai_api_base
-    if not base:
-        raise ValueError(
-            f"{_describe(llm)} points at OpenAI's hosted API, which does not return prompt "
-            "log-probabilities, so it cannot score; set base_url= to a vLLM (or "
-            "`rag-position serve`) server, or pass another scorer"
-        )
-    name = getattr(llm, "model_name", None) or getattr(llm, "model", None)
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"{_describe(llm)} names no model (model=...), so it cannot score")
     key = getattr(llm, "openai_api_key", None)
     if key is not None and hasattr(key, "get_secret_value"):
         key = key.get_secret_value()
-    options: dict[str, Any] = {"model": name, "api_key": key or None}
-    timeout = getattr(llm, "request_timeout", None)
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-        options["timeout"] = float(timeout)
-    retries = getattr(llm, "max_retries", None)
-    if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0:
-        options["max_retries"] = retries
-    from rag_position.models import load_model
-
-    model: Scorer = load_model("openai:" + str(base), **options)
-    return model
+    return core.openai_scorer(
+        llm.openai_api_base,
+        getattr(llm, "model_name", None) or getattr(llm, "model", None),
+        api_key=key,
+        timeout=getattr(llm, "request_timeout", None),
+        max_retries=getattr(llm, "max_retries", None),
+        label=_describe(llm),
+    )
 
 
-def _need_scorer(model: Any, label: str) -> Any:
-    if not callable(getattr(model, "score_spans", None)):
-        raise TypeError(f"{label} gave a {type(model).__name__}, which cannot score spans")
-    return model
-
-
-# ---------------------------------------------------------------------- generator
 def resolve_generator(
     llm: Any, load_kwargs: Mapping[str, Any] | None = None, *, max_concurrency: int | None = None
-) -> LazyModel:
-    """A :class:`LazyModel` yielding a Generator for ``llm`` (see :data:`GENERATOR_FORMS`).
+) -> LazyModel[Any]:
+    """A :class:`LazyModel` yielding a Generator (see :data:`GENERATOR_FORMS`).
 
     A ``ChatRagPosition`` gives its own model (one batched call, no LangChain round
-    trip); any other LangChain model is wrapped in :class:`LangChainGenerator`.
+    trip); any other LangChain model is wrapped in :class:`LangChainGenerator`: it
+    comes before the protocol, as every LangChain model has a (different) generate(),
+    and a RunnableBinding (llm.bind(...)) forwards attribute lookups to its model.
     """
-    kwargs = dict(load_kwargs or {})
-    if isinstance(llm, str):
-        check_spec(llm, "llm")
-        from rag_position.models import load_model
-
-        return LazyModel(loader=lambda: load_model(llm, **kwargs), label=repr(llm))
-    if kwargs:
-        raise ValueError("`llm_kwargs` only applies when `llm` is a load_model spec string")
-    if _is_ours(llm, "ChatRagPosition"):
-        chat = llm
-        return LazyModel(loader=lambda: chat.core_model, label=_describe(chat))
-    # Checked before the protocol: every LangChain model has a (different) generate(), and
-    # a RunnableBinding (llm.bind(...)) forwards attribute lookups to the model it binds.
-    if isinstance(llm, (BaseLanguageModel, Runnable)):
-        return LazyModel(
-            LangChainGenerator(llm, max_concurrency=max_concurrency), label=_describe(llm)
-        )
-    if isinstance(llm, Generator):
-        return LazyModel(llm, label=_describe(llm))
-    if llm is None:
-        raise ValueError(f"`llm` is required; pass {GENERATOR_FORMS}")
-    raise TypeError(f"{_describe(llm)} cannot generate text; pass {GENERATOR_FORMS}")
+    wrap = functools.partial(LangChainGenerator, max_concurrency=max_concurrency)
+    table: list[tuple[Any, Callable[[Any], Any]]] = [
+        (_ours()[0], _own_model),
+        ((BaseLanguageModel, Runnable), wrap),
+    ]
+    return core.resolve_generator(llm, load_kwargs, adapters=table, forms=GENERATOR_FORMS)
 
 
-class LangChainGenerator:
+def resolve_embedder(
+    embeddings: Any, load_kwargs: Mapping[str, Any] | None = None
+) -> LazyModel[Any]:
+    """A :class:`LazyModel` yielding an Embedder (see :data:`EMBEDDER_FORMS`)."""
+    table = [(_ours()[1], _own_embedder), (Embeddings, LangChainEmbedder)]
+    return core.resolve_embedder(embeddings, load_kwargs, adapters=table, forms=EMBEDDER_FORMS)
+
+
+class LangChainGenerator(core.AdaptedGenerator):
     """A LangChain chat model or LLM (or a runnable around one) as rag-position's ``Generator``.
 
     ``generate`` sends the prompts through the model's ``batch`` (each prompt one
@@ -273,29 +177,14 @@ class LangChainGenerator:
         copied: Runnable[Any, Any] = self.llm.model_copy(update=update)  # type: ignore[attr-defined]
         return copied
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int = 100,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[str]:
-        """One completion per prompt, in order."""
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not prompts:
-            return []
-        model = self.configured(max_new_tokens, temperature, seed)
-        stops = [s for s in stop or () if s]
+    def complete_all(self, prompts: list[str], options: core.GenerationOptions) -> list[str]:
+        """The prompts through the configured model's ``batch``."""
+        model = self.configured(options.max_new_tokens, options.temperature, options.seed)
         config: dict[str, Any] = {}
         if self.max_concurrency is not None:
             config["max_concurrency"] = self.max_concurrency
-        outputs = model.batch(list(prompts), config or None, stop=stops or None)  # type: ignore[arg-type]
-        return [cut_at_stop(output_text(o), stops) for o in outputs]
+        outputs = model.batch(prompts, config or None, stop=options.stop or None)  # type: ignore[arg-type]
+        return [output_text(o) for o in outputs]
 
 
 def output_text(output: Any) -> str:
@@ -305,33 +194,6 @@ def output_text(output: Any) -> str:
     if isinstance(output, BaseMessage):
         return str(output.text)
     raise TypeError(f"the model returned a {type(output).__name__}, not a message or a string")
-
-
-def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    """``text`` up to the first occurrence of any stop string."""
-    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=len(text))
-    return text[:cut]
-
-
-# ---------------------------------------------------------------------- embedder
-def resolve_embedder(embeddings: Any) -> LazyModel:
-    """A :class:`LazyModel` yielding an Embedder (see :data:`EMBEDDER_FORMS`)."""
-    if isinstance(embeddings, str):
-        if not embeddings:
-            raise ModelSpecError(f"`embeddings` got an empty spec; pass {EMBEDDER_FORMS}")
-        from rag_position.models import load_embedder
-
-        return LazyModel(loader=lambda: load_embedder(embeddings), label=repr(embeddings))
-    if _is_ours(embeddings, "RagPositionEmbeddings"):
-        wrapper = embeddings
-        return LazyModel(loader=lambda: wrapper.core_embedder, label=_describe(wrapper))
-    if isinstance(embeddings, Embeddings):
-        return LazyModel(LangChainEmbedder(embeddings), label=_describe(embeddings))
-    if isinstance(embeddings, Embedder):
-        return LazyModel(embeddings, label=_describe(embeddings))
-    if embeddings is None:
-        raise ValueError(f"`embeddings` is required; pass {EMBEDDER_FORMS}")
-    raise TypeError(f"{_describe(embeddings)} cannot embed texts; pass {EMBEDDER_FORMS}")
 
 
 class LangChainEmbedder:
@@ -348,22 +210,10 @@ class LangChainEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One unit row per text; a zero vector raises ``ValueError`` (no direction)."""
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        rows = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float64)
-        if rows.ndim != 2 or rows.shape[0] != len(texts):
-            raise ValueError(
-                f"{type(self.embeddings).__name__}.embed_documents returned shape {rows.shape} "
-                f"for {len(texts)} texts"
-            )
-        norms = np.linalg.norm(rows, axis=1)
-        bad = [i for i, n in enumerate(norms) if not math.isfinite(n) or n == 0]
-        if bad:
-            raise ValueError(
-                f"{type(self.embeddings).__name__} gave text {bad[0]} a zero or non-finite "
-                "vector, which has no cosine similarity"
-            )
-        unit: npt.NDArray[np.float32] = (rows / norms[:, None]).astype(np.float32)
+        rows = self.embeddings.embed_documents(list(texts)) if texts else []
+        unit: npt.NDArray[np.float32] = core.unit_rows(
+            rows, len(texts), type(self.embeddings).__name__
+        )
         return unit
 
 
@@ -381,68 +231,35 @@ def check_documents(documents: Sequence[Document], what: str = "documents") -> l
     return docs
 
 
-def to_passage(doc: Document) -> Passage:
-    """The text view the core renders: ``page_content``, and ``metadata["title"]`` if a str."""
-    title = doc.metadata.get("title")
+def to_passage(doc: Document, title_key: str | None = "title") -> Passage:
+    """The text view the core renders: ``page_content``, and ``metadata[title_key]`` if a str."""
+    title = doc.metadata.get(title_key) if title_key else None
     return Passage(text=doc.page_content, title=title if isinstance(title, str) else "", id=doc.id)
 
 
 def metadata_scores(docs: Sequence[Document], key: str) -> list[float | None]:
     """``doc.metadata[key]`` as floats (``None`` where missing); errors name the document."""
-    values: list[float | None] = []
-    for i, d in enumerate(docs):
-        raw = d.metadata.get(key)
-        if raw is None:
-            values.append(None)
-            continue
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"documents[{i}].metadata[{key!r}] must be a number, got {raw!r}"
-            ) from None
-        if math.isnan(value):
-            raise ValueError(f"documents[{i}].metadata[{key!r}] is NaN")
-        values.append(value)
-    if docs and all(v is None for v in values):
-        keys = sorted({str(k) for d in docs for k in d.metadata})
-        raise ValueError(
-            f"no document has the score key {key!r} in its metadata (keys found: {keys}); "
-            "name the key your retriever writes, or leave score_key=None to use the given order"
-        )
-    return values
+    scores: list[float | None] = core.read_scores([d.metadata for d in docs], key, "documents")
+    return scores
 
 
 def annotate(
     docs: Sequence[Document],
-    order: Sequence[int],
-    scores: Sequence[float | None] | None,
+    reordering: core.Reordering,
     strategy: str,
     key: str | None,
 ) -> list[Document]:
-    """The documents in ``order``, each a shallow copy whose NEW metadata dict holds ``key``.
+    """The documents in the new order, each a shallow copy whose NEW metadata dict holds ``key``.
 
-    ``key=None``: the caller's very objects, untouched. ``scores[i]`` is input document
-    ``i``'s score (``None``/NaN written as ``None``).
+    ``key=None``: the caller's very objects, untouched.
     """
-    if len(set(order)) != len(order) or not all(0 <= i < len(docs) for i in order):
-        raise AssertionError(f"the strategy returned {order!r}, not a selection of the documents")
     if key is None:
-        return [docs[i] for i in order]
-    out = []
-    for rank, i in enumerate(order):
-        doc = docs[i]
-        score = None if scores is None else scores[i]
-        if score is not None and math.isnan(score):
-            score = None
-        info = {
-            "strategy": strategy,
-            "score": None if score is None else float(score),
-            "rank": rank,
-            "original_rank": i,
-        }
-        out.append(doc.model_copy(update={"metadata": {**doc.metadata, key: info}}))
-    return out
+        return [docs[i] for i in reordering.order]
+    records = core.reorder_records(reordering, strategy)
+    return [
+        docs[i].model_copy(update={"metadata": core.with_record(docs[i].metadata, key, record)})
+        for i, record in zip(reordering.order, records, strict=True)
+    ]
 
 
 def read_input(value: Any, component: str) -> tuple[str, list[Document] | None, str | None]:
@@ -480,3 +297,22 @@ def read_input(value: Any, component: str) -> tuple[str, list[Document] | None, 
     if not docs:
         raise ValueError(f"{component}: {present[0]!r} is empty; there is nothing to answer from")
     return question, docs, None
+
+
+__all__ = [
+    "METADATA_KEY",
+    "LangChainEmbedder",
+    "LangChainGenerator",
+    "LazyModel",
+    "annotate",
+    "check_documents",
+    "check_spec",
+    "cut_at_stop",
+    "metadata_scores",
+    "openai_scorer",
+    "read_input",
+    "resolve_embedder",
+    "resolve_generator",
+    "resolve_scorer",
+    "to_passage",
+]

@@ -63,7 +63,7 @@ class ChatRagPosition(BaseChatModel):
     timeout: float | None = Field(default=None, description="Seconds, for 'openai:' specs.")
     max_retries: int | None = Field(default=None, description="Retries, for 'openai:' specs.")
 
-    _lazy: LazyModel = PrivateAttr()
+    _lazy: LazyModel[Any] = PrivateAttr()
     _raw: Any = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -105,7 +105,8 @@ class ChatRagPosition(BaseChatModel):
     @property
     def is_loaded(self) -> bool:
         """Whether the model is in memory already."""
-        return self._lazy.loaded
+        loaded: bool = self._lazy.loaded
+        return loaded
 
     @property
     def model_name(self) -> str:

@@ -5,7 +5,12 @@ Each is a ``BaseDocumentCompressor``: it drops into ``ContextualCompressionRetri
 The query comes from the call. The returned documents are shallow copies of the
 caller's, each with a new metadata dict holding ``metadata[METADATA_KEY]``::
 
-    {"strategy": ..., "score": float | None, "rank": new position, "original_rank": old position}
+    {"strategy": ..., "score": float | None, "rank": new position, "original_rank": old position,
+     **extras}
+
+built by ``rag_position.adapters.reorder_record`` (the same record the LlamaIndex
+postprocessors write); the extras per strategy are ``rag_position.adapters.EXTRA_KEYS``
+(``question_loglik``, ``gold``, ``relevance``).
 
 ``metadata_key=None`` returns the caller's very objects in the new order instead.
 Inputs are never mutated; no documents in gives no documents out.
@@ -13,7 +18,6 @@ Inputs are never mutated; no documents in gives no documents out.
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -21,10 +25,9 @@ from typing import Any, ClassVar, Literal
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.runnables.config import run_in_executor
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from langchain_rag_position._adapters import (
-    METADATA_KEY,
     LazyModel,
     annotate,
     check_documents,
@@ -32,26 +35,25 @@ from langchain_rag_position._adapters import (
     resolve_scorer,
     to_passage,
 )
-from rag_position.strategies import (
-    convex_score,
-    edge_reorder,
-    likelihood_selection,
-    profile_reorder,
+from rag_position import adapters as core
+from rag_position.adapters import (
+    ConvexOptions,
+    EdgeOptions,
+    LikelihoodOptions,
+    ProfileOptions,
+    ReorderOptions,
+    ScorerOptions,
 )
-from rag_position.strategies.profiles import as_profile
+from rag_position.passages import Passage
+from rag_position.strategies import convex_score, likelihood_selection
 
 EdgeMode = Literal["langchain", "llamaindex", "haystack"]
 
 
-class _Reorder(BaseDocumentCompressor):
+class _Reorder(BaseDocumentCompressor, ReorderOptions):
     """Shared plumbing: check the documents, ask the strategy for an order, annotate."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-
-    metadata_key: str | None = Field(
-        default=METADATA_KEY,
-        description="Metadata key for the strategy's record; None writes nothing.",
-    )
 
     strategy_name: ClassVar[str] = ""
 
@@ -65,8 +67,7 @@ class _Reorder(BaseDocumentCompressor):
         docs = check_documents(documents)
         if not docs:
             return []
-        order, scores = self._order(docs, query)
-        return annotate(docs, order, scores, self.strategy_name, self.metadata_key)
+        return annotate(docs, self._order(docs, query), self.strategy_name, self.metadata_key)
 
     async def acompress_documents(
         self,
@@ -77,24 +78,18 @@ class _Reorder(BaseDocumentCompressor):
         """``compress_documents`` in an executor thread (the model calls are blocking)."""
         return await run_in_executor(None, self.compress_documents, documents, query, callbacks)
 
+    def _passages(self, docs: list[Document]) -> list[Passage]:
+        return [to_passage(d, self.title_key) for d in docs]
+
     @abstractmethod
-    def _order(
-        self, docs: list[Document], query: str
-    ) -> tuple[list[int], Sequence[float | None] | None]:
-        """The new order (input indices) and a score per input document."""
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        """The new order, and a score and extras per input document."""
 
 
-class _Scored(_Reorder):
+class _Scored(_Reorder, ScorerOptions):
     """A compressor that scores with a model given as ``scorer=``."""
 
-    scorer: Any = Field(
-        default=None,
-        description="A load_model spec, a Scorer, ChatRagPosition, or an OpenAI-compatible model.",
-    )
-    scorer_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_model keyword arguments (spec strings only)."
-    )
-    _scorer: LazyModel | None = PrivateAttr(default=None)
+    _scorer: LazyModel[Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve_scorer(self) -> _Scored:
@@ -115,14 +110,15 @@ class _Scored(_Reorder):
         return self._scorer.get()
 
 
-class LikelihoodReorder(_Scored):
+class LikelihoodReorder(_Scored, LikelihoodOptions):
     """Likelihood selection: the order of the documents under which the query is most likely.
 
     Scores ``n_orders`` candidate orders (default: as many as documents; the given
     order is one of them when ``include_given``) by the query's mean log-likelihood
     after the documents, in one batched call, and keeps the best (Liu, Qi, He et al.).
-    ``metadata["rag_position"]["score"]`` is that order's log-likelihood (the same on
-    every document). Options go to ``rag_position.strategies.likelihood_selection``.
+    ``metadata["rag_position"]["score"]`` and ``["question_loglik"]`` are that order's
+    log-likelihood (the same on every document; ``None`` for a single document, which
+    is not scored). Options: ``rag_position.adapters.LikelihoodOptions``.
 
     Example:
         >>> reorder = LikelihoodReorder(scorer="embedded", n_orders=4)
@@ -130,38 +126,26 @@ class LikelihoodReorder(_Scored):
     """
 
     strategy_name: ClassVar[str] = "likelihood_selection"
-    n_orders: int | None = Field(default=None, ge=1, description="Candidate orders (default N).")
-    seed: int = Field(default=0, description="Seed of the random candidate orders.")
-    include_given: bool = Field(default=True, description="The given order is a candidate.")
-    template: str | None = Field(default=None, description="A QA template to score with.")
-    query_aware: bool = Field(default=False, description="Score with the query-aware prompt.")
 
-    def _order(
-        self, docs: list[Document], query: str
-    ) -> tuple[list[int], Sequence[float | None] | None]:
-        result = likelihood_selection(
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        return core.likelihood_reordering(
             query,
-            [to_passage(d) for d in docs],
-            self.core_scorer,
-            n_orders=self.n_orders,
-            seed=self.seed,
-            include_given=self.include_given,
-            template=self.template,
-            query_aware=self.query_aware,
+            self._passages(docs),
+            self._scorer,
+            **core.core_options(self, likelihood_selection),
         )
-        best = None if result.best is None else result.scores[result.best]
-        return result.order, [best] * len(docs)
 
 
-class ConvexScoreReorder(_Scored):
+class ConvexScoreReorder(_Scored, ConvexOptions):
     """ConvexScore: find the gold document by its likelihood curve and put it first.
 
     Rotations of a seeded base order put every document at every position; the
     document whose query likelihood rises most at the two ends is the gold one and
     moves to ``placement`` (``"first"``, the paper; ``"last"``; or ``"profile"``
-    with ``profile=``), the others keep their order (``rest="keep"``) or follow
-    their scores (``rest="scores"``). ``metadata[...]["score"]`` is each document's
-    ConvexScore. Options go to ``rag_position.strategies.convex_score``.
+    with ``profile=``: a PositionProfile, its JSON path or a list of numbers), the
+    others keep their order (``rest="keep"``) or follow their scores
+    (``rest="scores"``). ``metadata[...]["score"]`` is each document's ConvexScore,
+    ``["gold"]`` marks the candidate. Options: ``rag_position.adapters.ConvexOptions``.
 
     Example:
         >>> reorder = ConvexScoreReorder(scorer="embedded")
@@ -171,62 +155,31 @@ class ConvexScoreReorder(_Scored):
     """
 
     strategy_name: ClassVar[str] = "convex_score"
-    n_base_orders: int = Field(default=1, ge=1, description="Seeded random base orders (R).")
-    n_orders: int | None = Field(default=None, ge=1, description="Rotations per base (M <= N).")
-    seed: int = Field(default=0, description="Seed of the base orders.")
-    design: Literal["rotations", "authors"] = "rotations"
-    edge_weight: float = 1.0
-    curvature_weight: float = 1.0
-    variant: Literal["convex", "authors"] = "convex"
-    placement: Literal["first", "last", "profile"] = "first"
-    rest: Literal["keep", "scores"] | None = None
-    profile: Any = Field(default=None, description="A PositionProfile or its JSON path.")
-    template: str | None = None
-    query_aware: bool = False
 
     @model_validator(mode="after")
     def _check_profile(self) -> ConvexScoreReorder:
-        if (self.placement == "profile") != (self.profile is not None):
-            raise ValueError("pass `profile` exactly when placement='profile'")
-        if self.profile is not None:
-            self.profile = as_profile(self.profile)
-        for name in ("edge_weight", "curvature_weight"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"`{name}` must be finite")
+        self.profile = core.convex_profile(self)
         return self
 
-    def _order(
-        self, docs: list[Document], query: str
-    ) -> tuple[list[int], Sequence[float | None] | None]:
-        result = convex_score(
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        return core.convex_reordering(
             query,
-            [to_passage(d) for d in docs],
-            self.core_scorer,
-            n_base_orders=self.n_base_orders,
-            n_orders=self.n_orders,
-            seed=self.seed,
-            design=self.design,
-            edge_weight=self.edge_weight,
-            curvature_weight=self.curvature_weight,
-            variant=self.variant,
-            placement=self.placement,
-            rest=self.rest,
-            profile=self.profile,
-            template=self.template,
-            query_aware=self.query_aware,
+            self._passages(docs),
+            self._scorer,
+            **core.core_options(self, convex_score),
         )
-        return result.order, result.scores or None
 
 
-class ProfileReorder(_Scored):
+class ProfileReorder(_Scored, ProfileOptions):
     """Profile placement: the most relevant document where this model reads best, and so on.
 
     ``profile`` is the model's ``PositionProfile`` (or its JSON file, read at
-    construction), e.g. from ``rag_position.strategies.estimate_profile``. Relevance,
-    first available: ``metadata[score_key]`` (every document needs it); ConvexScore
-    when a ``scorer`` is given (``convex_options`` go to ``convex_score``); else the
-    given order (first most relevant). ``metadata[...]["score"]`` is the relevance
-    used (``None`` for the given order).
+    construction, or a list of numbers per position), e.g. from
+    ``rag_position.strategies.estimate_profile``. Relevance, first available:
+    ``metadata[score_key]`` (every document needs it); ConvexScore when a ``scorer`` is
+    given (``convex_options`` go to ``convex_score``); else the given order (first
+    most relevant). ``metadata[...]["score"]`` is the relevance used (``None`` for the
+    given order), ``["relevance"]`` says which.
 
     Example:
         >>> profile = PositionProfile([0.17, 0.12, 0.40], model="embedded", source="eval")
@@ -236,53 +189,30 @@ class ProfileReorder(_Scored):
     """
 
     strategy_name: ClassVar[str] = "profile"
-    profile: Any = Field(description="A PositionProfile or the path of its JSON file.")
-    score_key: str | None = Field(default=None, description="Metadata key holding relevance.")
-    convex_options: dict[str, Any] = Field(
-        default_factory=dict, description="Options for convex_score (with a scorer)."
-    )
 
     def _needs_scorer(self) -> bool:
         return False
 
     @model_validator(mode="after")
     def _check_options(self) -> ProfileReorder:
-        self.profile = as_profile(self.profile)
-        if self.score_key is not None and self.scorer is not None:
-            raise ValueError("pass `score_key` or `scorer`, not both: each gives the relevance")
-        if self.convex_options and self.scorer is None:
-            raise ValueError("`convex_options` go to convex_score: pass a `scorer`")
+        self.profile = core.to_profile(vars(self)["profile"])
+        core.check_profile_options(self.score_key, self.scorer, self.convex_options)
         return self
 
-    def _order(
-        self, docs: list[Document], query: str
-    ) -> tuple[list[int], Sequence[float | None] | None]:
-        passages = [to_passage(d) for d in docs]
-        if self.score_key is not None:
-            scores = metadata_scores(docs, self.score_key)
-            missing = [i for i, s in enumerate(scores) if s is None]
-            if missing:
-                raise ValueError(
-                    f"documents {missing} have no {self.score_key!r} in their metadata; "
-                    "profile placement needs a score for every document"
-                )
-            result = profile_reorder(
-                query, passages, profile=self.profile, scores=[float(s or 0) for s in scores]
-            )
-        elif self._scorer is not None:
-            result = profile_reorder(
-                query,
-                passages,
-                profile=self.profile,
-                scorer=self.core_scorer,
-                **self.convex_options,
-            )
-        else:
-            result = profile_reorder(query, passages, profile=self.profile)
-        return result.order, result.scores or None
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        scores = None if self.score_key is None else metadata_scores(docs, self.score_key)
+        return core.profile_reordering(
+            query,
+            self._passages(docs),
+            self.profile,
+            scores=scores,
+            scorer=self._scorer,
+            convex_options=self.convex_options,
+            score_key=self.score_key,
+        )
 
 
-class EdgeReorder(_Reorder):
+class EdgeReorder(_Reorder, EdgeOptions):
     """Edge placement ("Lost in the Middle"): the most relevant documents at both ends.
 
     No model. Relevance is ``metadata[score_key]`` (e.g. ``"relevance_score"``; a
@@ -299,46 +229,26 @@ class EdgeReorder(_Reorder):
     """
 
     strategy_name: ClassVar[str] = "edge"
-    mode: EdgeMode = "langchain"
-    score_key: str | None = Field(default=None, description="Metadata key holding relevance.")
-    top_k: int | None = Field(default=None, ge=1, description="Haystack: keep the first k.")
-    word_count_threshold: int | None = Field(default=None, ge=1, description="Haystack option.")
 
     @model_validator(mode="after")
     def _check_mode(self) -> EdgeReorder:
-        check_edge_options(self.mode, self.top_k, self.word_count_threshold)
+        core.check_edge_options(self.mode, self.top_k, self.word_count_threshold)
         return self
 
-    def _order(
-        self, docs: list[Document], query: str
-    ) -> tuple[list[int], Sequence[float | None] | None]:
-        return edge_order(docs, self.mode, self.score_key, self.top_k, self.word_count_threshold)
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        return edge_order(self, docs)
 
 
-def check_edge_options(mode: str, top_k: int | None, word_count_threshold: int | None) -> None:
-    """The Haystack options only with ``mode="haystack"`` (the core's rule, at construction)."""
-    if mode != "haystack" and (top_k is not None or word_count_threshold is not None):
-        raise ValueError("`top_k` and `word_count_threshold` are Haystack options: mode='haystack'")
-
-
-def edge_order(
-    docs: list[Document],
-    mode: EdgeMode,
-    score_key: str | None,
-    top_k: int | None,
-    word_count_threshold: int | None,
-) -> tuple[list[int], list[float | None] | None]:
-    """``edge_reorder`` on the documents' text, with scores from ``metadata[score_key]``."""
-    scores = None if score_key is None else metadata_scores(docs, score_key)
-    result = edge_reorder(
-        [to_passage(d) for d in docs],
-        scores=scores,
-        mode=mode,
-        top_k=top_k,
-        word_count_threshold=word_count_threshold,
+def edge_order(component: Any, docs: list[Document]) -> core.Reordering:
+    """Edge placement of ``docs`` with ``component``'s options and ``metadata[score_key]``."""
+    key = component.score_key
+    return core.edge_reordering(
+        [to_passage(d, component.title_key) for d in docs],
+        scores=None if key is None else metadata_scores(docs, key),
+        mode=component.mode,
+        top_k=component.top_k,
+        word_count_threshold=component.word_count_threshold,
     )
-    used: list[float | None] | None = list(result.scores) if result.scores else None
-    return result.order, used
 
 
 __all__ = [

@@ -7,13 +7,14 @@ from typing import Any
 
 from langchain_core.documents import BaseDocumentTransformer, Document
 from langchain_core.runnables.config import run_in_executor
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, model_validator
 
-from langchain_rag_position._adapters import METADATA_KEY, annotate, check_documents
-from langchain_rag_position.compressors import EdgeMode, check_edge_options, edge_order
+from langchain_rag_position._adapters import annotate, check_documents
+from langchain_rag_position.compressors import edge_order
+from rag_position.adapters import EdgeOptions, ReorderOptions, check_edge_options
 
 
-class EdgeReorderTransformer(BaseDocumentTransformer, BaseModel):
+class EdgeReorderTransformer(BaseDocumentTransformer, ReorderOptions, EdgeOptions):
     """Edge placement as a document transformer: most relevant documents at both ends.
 
     With the defaults the order is exactly ``LongContextReorder``'s
@@ -35,14 +36,6 @@ class EdgeReorderTransformer(BaseDocumentTransformer, BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    mode: EdgeMode = "langchain"
-    score_key: str | None = Field(default=None, description="Metadata key holding relevance.")
-    top_k: int | None = Field(default=None, ge=1, description="Haystack: keep the first k.")
-    word_count_threshold: int | None = Field(default=None, ge=1, description="Haystack option.")
-    metadata_key: str | None = Field(
-        default=METADATA_KEY, description="Metadata key for the record; None writes nothing."
-    )
-
     @model_validator(mode="after")
     def _check_mode(self) -> EdgeReorderTransformer:
         check_edge_options(self.mode, self.top_k, self.word_count_threshold)
@@ -53,10 +46,7 @@ class EdgeReorderTransformer(BaseDocumentTransformer, BaseModel):
         docs = check_documents(documents)
         if not docs:
             return []
-        order, scores = edge_order(
-            docs, self.mode, self.score_key, self.top_k, self.word_count_threshold
-        )
-        return annotate(docs, order, scores, "edge", self.metadata_key)
+        return annotate(docs, edge_order(self, docs), "edge", self.metadata_key)
 
     async def atransform_documents(
         self, documents: Sequence[Document], **kwargs: Any

@@ -30,7 +30,7 @@ class RagPositionEmbeddings(BaseModel, Embeddings):
         default="embedded", description="'embedded', a sentence-transformers name, or an Embedder."
     )
 
-    _lazy: LazyModel = PrivateAttr()
+    _lazy: LazyModel[Any] = PrivateAttr()
 
     @model_validator(mode="after")
     def _resolve(self) -> RagPositionEmbeddings:

@@ -11,8 +11,7 @@ caller's objects), ``"trace"`` (the core result's trace) and ``"cost"``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage
@@ -27,18 +26,22 @@ from langchain_rag_position._adapters import (
     resolve_generator,
     to_passage,
 )
+from rag_position.adapters import (
+    FactOptions,
+    GeneratorOptions,
+    MedoidOptions,
+    ReciteOptions,
+    core_options,
+)
 from rag_position.prompts import QA_QUERY_AWARE_TEMPLATE, fill_template
 from rag_position.strategies import (
     CHAT_SANDWICH_TEMPLATE,
-    DEFAULT_ABSENCE_PHRASES,
     embedding_retrieve,
     fact,
     medoid_vote,
     recite_then_solve,
     sandwich_prompt,
 )
-from rag_position.strategies._align import FUZZY_THRESHOLD
-from rag_position.strategies.recite import RECITE_THRESHOLD
 
 
 class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
@@ -60,6 +63,7 @@ class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
 
     chat: bool = Field(default=True, description="A chat message (True) or a string prompt.")
     template: str | None = Field(default=None, description="A custom QA template.")
+    title_key: str | None = Field(default="title", description="Metadata key of the title.")
 
     @model_validator(mode="after")
     def _check(self) -> QuerySandwich:
@@ -81,7 +85,10 @@ class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
             template = self.template
             chat = self.chat and template is None
             text = sandwich_prompt(
-                question, [to_passage(d) for d in docs], chat=chat, template=template
+                question,
+                [to_passage(d, self.title_key) for d in docs],
+                chat=chat,
+                template=template,
             )
         else:
             default = CHAT_SANDWICH_TEMPLATE if self.chat else QA_QUERY_AWARE_TEMPLATE
@@ -93,20 +100,16 @@ class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
         return StringPromptValue(text=text)
 
 
-class _Generating(RunnableSerializable[dict[str, Any], dict[str, Any]]):
+class _Generating(RunnableSerializable[dict[str, Any], dict[str, Any]], GeneratorOptions):
     """Shared plumbing for the runnables that answer with a generator."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    llm: Any = Field(description="A LangChain chat model or LLM, a load_model spec, a Generator.")
-    llm_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_model keyword arguments (spec strings only)."
-    )
     max_concurrency: int | None = Field(
         default=None, ge=1, description="Concurrent calls to a LangChain model's batch()."
     )
 
-    _generator: LazyModel = PrivateAttr()
+    _generator: LazyModel[Any] = PrivateAttr()
 
     @model_validator(mode="after")
     def _resolve_llm(self) -> _Generating:
@@ -129,12 +132,39 @@ class _Generating(RunnableSerializable[dict[str, Any], dict[str, Any]]):
     def _run(self, value: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _source(self, docs: list[Document] | None, context: str | None) -> Any:
+        return [to_passage(d, self.title_key) for d in docs] if docs is not None else context
 
-def _source(docs: list[Document] | None, context: str | None) -> Any:
-    return [to_passage(d) for d in docs] if docs is not None else context
+
+class _Embedding(_Generating):
+    """A generating runnable that also embeds (``embeddings=``, loaded on first use)."""
+
+    embeddings: Any = Field(
+        default=None, description="LangChain Embeddings, 'embedded', or an Embedder."
+    )
+    embeddings_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
+    )
+    _embedder: LazyModel[Any] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve_embeddings(self) -> _Embedding:
+        if self.embeddings is not None or self._needs_embeddings():
+            self._embedder = resolve_embedder(self.embeddings, self.embeddings_kwargs)
+        elif self.embeddings_kwargs:
+            raise ValueError("`embeddings_kwargs` need an `embeddings` spec string")
+        return self
+
+    def _needs_embeddings(self) -> bool:
+        return True
+
+    @property
+    def core_embedder(self) -> Any:
+        """The rag-position Embedder in use (``None`` without ``embeddings``)."""
+        return None if self._embedder is None else self._embedder.get()
 
 
-class ReciteThenSolve(_Generating):
+class ReciteThenSolve(_Generating, ReciteOptions):
     """Recite the relevant evidence verbatim, ground it in the documents, answer from it alone.
 
     Du, Tian et al. ("Context length alone hurts"), with every recited block aligned
@@ -149,25 +179,11 @@ class ReciteThenSolve(_Generating):
         >>> out["answer"], [d.id for d in out["recited"]]
     """
 
-    fallback: Literal["context", "none"] = "context"
-    threshold: float = Field(
-        default=RECITE_THRESHOLD, gt=0.0, le=1.0, description="Grounding threshold."
-    )
-    max_new_tokens: int = Field(default=256, ge=1, description="Tokens for the recitation.")
-    answer_max_new_tokens: int = Field(default=64, ge=1, description="Tokens for the answer.")
-
     def _run(self, value: dict[str, Any]) -> dict[str, Any]:
         question, docs, context = read_input(value, "ReciteThenSolve")
-        source = _source(docs, context)
-        result = recite_then_solve(
-            question,
-            source,
-            self.core_generator,
-            fallback=self.fallback,
-            threshold=self.threshold,
-            max_new_tokens=self.max_new_tokens,
-            answer_max_new_tokens=self.answer_max_new_tokens,
-        )
+        source = self._source(docs, context)
+        options = core_options(self, recite_then_solve)
+        result = recite_then_solve(question, source, self.core_generator, **options)
         if docs is not None:
             index = {id(p): i for i, p in enumerate(source)}
             recited = [docs[index[id(p)]] for p in result.recited]
@@ -182,7 +198,7 @@ class ReciteThenSolve(_Generating):
         }
 
 
-class FactRewriter(_Generating):
+class FactRewriter(_Embedding, FactOptions):
     """FACT: collect the facts in passes, cutting each found fact out of the context.
 
     Wang, Wang et al.: each pass asks ``llm`` for the relevant facts (or, with
@@ -198,46 +214,16 @@ class FactRewriter(_Generating):
         >>> out["facts"]
     """
 
-    embeddings: Any = Field(
-        default=None, description="Embeddings for a vector-search retrieve step (optional)."
-    )
-    top_k: int = Field(default=3, ge=1, description="Sentences per pass with embeddings.")
-    max_iterations: int = Field(default=3, ge=1)
-    rewrite: Literal["remove", "mask"] = "remove"
-    answer: bool = True
-    with_context: bool = False
-    threshold: float = Field(
-        default=FUZZY_THRESHOLD, gt=0.0, le=1.0, description="Fuzzy match threshold."
-    )
-    max_new_tokens: int = Field(default=256, ge=1)
-    answer_max_new_tokens: int = Field(default=64, ge=1)
-
-    _embedder: LazyModel | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _resolve_embeddings(self) -> FactRewriter:
-        if self.embeddings is not None:
-            self._embedder = resolve_embedder(self.embeddings)
-        return self
+    def _needs_embeddings(self) -> bool:
+        return False
 
     def _run(self, value: dict[str, Any]) -> dict[str, Any]:
         question, docs, context = read_input(value, "FactRewriter")
         retrieve = None
         if self._embedder is not None:
             retrieve = embedding_retrieve(self._embedder.get(), top_k=self.top_k)
-        result = fact(
-            question,
-            _source(docs, context),
-            self.core_generator,
-            max_iterations=self.max_iterations,
-            retrieve=retrieve,
-            rewrite=self.rewrite,
-            answer=self.answer,
-            with_context=self.with_context,
-            threshold=self.threshold,
-            max_new_tokens=self.max_new_tokens,
-            answer_max_new_tokens=self.answer_max_new_tokens,
-        )
+        options = core_options(self, fact, retrieve=retrieve)
+        result = fact(question, self._source(docs, context), self.core_generator, **options)
         return {
             "answer": result.answer,
             "documents": docs if docs is not None else [],
@@ -247,7 +233,7 @@ class FactRewriter(_Generating):
         }
 
 
-class MedoidVoting(_Generating):
+class MedoidVoting(_Embedding, MedoidOptions):
     """Medoid voting (SWiM): answer once per order of the documents, keep the central answer.
 
     ``k`` orders (the given one first, the others seeded permutations), one batched
@@ -266,18 +252,6 @@ class MedoidVoting(_Generating):
     """
 
     embeddings: Any = Field(description="LangChain Embeddings, 'embedded', or an Embedder.")
-    k: int = Field(default=5, ge=1, description="Number of orders, so of answers.")
-    seed: int = 0
-    temperature: float = Field(default=0.0, ge=0.0)
-    absence_phrases: Sequence[str] = DEFAULT_ABSENCE_PHRASES
-    max_new_tokens: int = Field(default=64, ge=1)
-
-    _embedder: LazyModel = PrivateAttr()
-
-    @model_validator(mode="after")
-    def _resolve_embeddings(self) -> MedoidVoting:
-        self._embedder = resolve_embedder(self.embeddings)
-        return self
 
     def _run(self, value: dict[str, Any]) -> dict[str, Any]:
         question, docs, _ = read_input(value, "MedoidVoting")
@@ -287,14 +261,10 @@ class MedoidVoting(_Generating):
             )
         result = medoid_vote(
             question,
-            [to_passage(d) for d in docs],
+            self._source(docs, None),
             self.core_generator,
-            self._embedder.get(),
-            k=self.k,
-            seed=self.seed,
-            temperature=self.temperature,
-            absence_phrases=self.absence_phrases,
-            max_new_tokens=self.max_new_tokens,
+            self.core_embedder,
+            **core_options(self, medoid_vote),
         )
         return {
             "answer": result.answer,

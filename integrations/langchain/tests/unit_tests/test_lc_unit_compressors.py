@@ -23,6 +23,7 @@ from langchain_rag_position import (
 from langchain_rag_position._adapters import to_passage
 from lc_testkit import QUESTION, FirstScorer, GoldScorer, make_docs
 
+from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS
 from rag_position.strategies import convex_score, likelihood_selection
 
 GOLD = "Paris is the capital of France."
@@ -57,7 +58,8 @@ def check_annotated(out: list[Document], docs: list[Document], strategy: str) ->
         assert d.metadata["tags"] is src.metadata["tags"]  # shallow: values shared
         record = d.metadata[METADATA_KEY]
         assert record["strategy"] == strategy and record["rank"] == rank
-        assert set(record) == {"strategy", "score", "rank", "original_rank"}
+        # the one record schema of both integrations (rag_position.adapters.reorder_record)
+        assert set(record) == {*RECORD_KEYS, *EXTRA_KEYS[strategy]}
     return order
 
 
@@ -109,7 +111,7 @@ def test_convex_score_reorder_placement_last_and_options() -> None:
     with pytest.raises(ValueError, match="profile"):
         ConvexScoreReorder(scorer=GoldScorer(GOLD), placement="profile")
     with pytest.raises(ValueError):
-        ConvexScoreReorder(scorer=GoldScorer(GOLD), n_orders=0)
+        ConvexScoreReorder(scorer=GoldScorer(GOLD), n_rotations=0)
     with pytest.raises(ValueError, match="extra"):
         ConvexScoreReorder(scorer=GoldScorer(GOLD), n_order=3)  # a typo is refused
 
@@ -183,7 +185,7 @@ def test_profile_reorder_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not both"):
         ProfileReorder(profile=profile, score_key="s", scorer=GoldScorer(GOLD))
     with pytest.raises(ValueError, match="convex_score"):
-        ProfileReorder(profile=profile, convex_options={"n_orders": 2})
+        ProfileReorder(profile=profile, convex_options={"n_rotations": 2})
     with pytest.raises(FileNotFoundError):
         ProfileReorder(profile=str(tmp_path / "missing.json"))
     docs = make_docs(3)

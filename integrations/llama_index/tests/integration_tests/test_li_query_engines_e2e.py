@@ -101,7 +101,7 @@ def test_fact_engine_with_the_embedding_model(
         embed_model=li_embed_model,
         similarity_top_k=3,
         max_iterations=1,
-        retrieve_top_k=1,
+        top_k=1,
         answer_max_new_tokens=12,
     )
     info = engine.query(QUESTION).metadata[METADATA_KEY]

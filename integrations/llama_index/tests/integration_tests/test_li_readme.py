@@ -62,4 +62,4 @@ def test_readme_examples_run_as_written() -> None:
     assert printed.count("Question: Who wrote Hamlet?") >= 2  # the sandwich prompt, printed
     response = namespace["response"]
     assert len(response.metadata["rag_position"]["answers"]) == 3  # the medoid engine ran last
-    assert namespace["llm"].rag_model is not None
+    assert namespace["llm"].core_model is not None

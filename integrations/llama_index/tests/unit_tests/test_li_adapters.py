@@ -122,7 +122,7 @@ def test_openai_compatible_llm_becomes_our_openai_backend_without_a_request() ->
     from rag_position.models.openai_backend import OpenAICompatibleModel
 
     llm = _openai_like(is_chat_model=True, timeout=12.0, max_retries=1)
-    scorer = ConvexScoreReorder(scorer=llm).loaded_scorer
+    scorer = ConvexScoreReorder(scorer=llm).core_scorer
     assert isinstance(scorer, OpenAICompatibleModel)
     assert scorer.base_url == "http://127.0.0.1:9/v1" and scorer.name == "served"
     assert scorer.timeout == 12.0 and scorer.max_retries == 1

@@ -69,7 +69,8 @@ def test_likelihood_reorder_keeps_the_most_likely_order() -> None:
     )
     assert [o.node.metadata[METADATA_KEY]["original_rank"] for o in out] == core.order
     entry = out[0].node.metadata[METADATA_KEY]
-    assert entry["strategy"] == "likelihood_selection" and entry["score"] is None
+    assert entry["strategy"] == "likelihood_selection"
+    assert entry["score"] == entry["question_loglik"]  # the winning order's, on every node
     assert entry["question_loglik"] == 0.0  # the scripted likelihood with the gold first
 
 
@@ -136,17 +137,17 @@ def test_profile_reorder_with_a_scorer_ranks_by_convex_score(tmp_path: Any) -> N
         ).postprocess_nodes(nodes)
 
 
-def test_edge_reorder_default_puts_the_best_first_and_the_second_last() -> None:
+def test_edge_reorder_haystack_puts_the_best_first_and_the_second_last() -> None:
     for n in range(2, 8):
         scores = [random.Random(n).random() for _ in range(n)]
         nodes = make_nodes(scores)
         ranked = sorted(range(n), key=lambda i: -scores[i])
-        out = EdgeReorder().postprocess_nodes(nodes)
+        out = EdgeReorder(mode="haystack").postprocess_nodes(nodes)
         assert out[0].node.node_id == f"node-{ranked[0]}"
         assert out[-1].node.node_id == f"node-{ranked[1]}"
     # use_scores=False trusts the given order
     nodes = make_nodes([0.1, 0.2, 0.3, 0.4])
-    out = EdgeReorder(use_scores=False).postprocess_nodes(nodes)
+    out = EdgeReorder(mode="haystack", use_scores=False).postprocess_nodes(nodes)
     assert out[0].node.node_id == "node-0" and out[-1].node.node_id == "node-1"
 
 
@@ -303,7 +304,7 @@ def test_node_without_a_title_and_non_text_metadata() -> None:
     assert node_passage(node, "title").title == ""
     assert node_passage(other, "title").title == ""  # a non-string title is not used
     assert node_passage(other, None).text == "More text."
-    out = EdgeReorder().postprocess_nodes([node, other])
+    out = EdgeReorder(mode="haystack").postprocess_nodes([node, other])
     assert [x.node.get_content(MetadataMode.NONE) for x in out] == ["More text.", "Just text."]
 
 

@@ -79,7 +79,7 @@ def test_sandwich_after_postprocessors_reads_their_order() -> None:
     engine = QuerySandwichQueryEngine(
         retriever=ListRetriever(nodes),
         llm=model,
-        node_postprocessors=[EdgeReorder()],
+        node_postprocessors=[EdgeReorder(mode="haystack")],
         chat=True,
         max_new_tokens=7,
         seed=3,
@@ -138,7 +138,7 @@ def test_fact_with_an_embedding_model_retrieves_sentences_by_similarity() -> Non
     model = EchoModel(["Shakespeare"])
     embedder = WordEmbedder(["hamlet", "shakespeare", "wrote", "written", "paris"])
     engine = FactQueryEngine(
-        retriever=ListRetriever(nodes), llm=model, embed_model=embedder, retrieve_top_k=1
+        retriever=ListRetriever(nodes), llm=model, embed_model=embedder, top_k=1
     )
     response = engine.query(QUESTION)
     info = response.metadata[METADATA_KEY]

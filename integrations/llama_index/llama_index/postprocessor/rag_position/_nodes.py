@@ -1,20 +1,20 @@
 """Node helpers shared by the postprocessors and query engines: views and annotated copies.
 
-Nothing here mutates a node, a ``NodeWithScore`` or a list it was given.
+The record written on each node comes from :func:`rag_position.adapters.reorder_records`
+(the same record the LangChain compressors write). Nothing here mutates a node, a
+``NodeWithScore`` or a list it was given.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from rag_position import adapters as core
+from rag_position.adapters import METADATA_KEY
 from rag_position.passages import Passage
-
-METADATA_KEY = "rag_position"
-"""The node metadata key our reorderers write (see :func:`reorder_nodes`)."""
 
 
 def check_nodes(nodes: Sequence[Any], who: str) -> list[NodeWithScore]:
@@ -56,50 +56,37 @@ def node_passage(nws: NodeWithScore, title_key: str | None) -> Passage:
 
 def reorder_nodes(
     nodes: Sequence[NodeWithScore],
-    order: Sequence[int],
+    reordering: core.Reordering,
     *,
     strategy: str,
     metadata_key: str | None,
-    scores: Sequence[float | None] | None = None,
-    extras: Sequence[Mapping[str, Any]] | None = None,
     replace_score: bool = False,
 ) -> list[NodeWithScore]:
-    """``nodes`` in ``order``, annotated under ``metadata_key`` (``nodes[i]`` is input ``i``).
+    """``nodes`` in the new order, annotated under ``metadata_key``.
 
     With a key, each returned item is a new ``NodeWithScore`` around a shallow copy of
-    the node whose ``metadata`` is a new dict ``{**old, key: {"strategy", "score",
-    "rank", "original_rank", **extras[i]}}``, with the key added to the copy's
+    the node whose ``metadata`` is a new dict ``{**old, key: record}`` (the record of
+    :func:`rag_position.adapters.reorder_record`), with the key added to the copy's
     ``excluded_llm_metadata_keys`` and ``excluded_embed_metadata_keys`` so it never
     reaches a prompt or an embedding. ``metadata_key=None``: the caller's own objects,
-    in the new order. ``scores[i]`` (per input node; NaN counts as missing) becomes the
-    ``NodeWithScore.score`` only with ``replace_score`` (then new wrappers are made
-    even without a key; the nodes inside are the caller's).
+    in the new order. The strategy's score becomes the ``NodeWithScore.score`` only
+    with ``replace_score`` (then new wrappers are made even without a key; the nodes
+    inside are the caller's).
     """
-    n = len(nodes)
-    if sorted(order) != list(range(n)):
-        raise RuntimeError(f"internal error: {list(order)} is not a permutation of {n} nodes")
-    clean = [_clean(s) for s in scores] if scores else [None] * n
+    records = core.reorder_records(reordering, strategy)
     out: list[NodeWithScore] = []
-    for rank, i in enumerate(order):
+    for i, record in zip(reordering.order, records, strict=True):
         nws = nodes[i]
         score = nws.score
-        if replace_score and clean[i] is not None:
-            score = clean[i]
+        if replace_score and reordering.scores[i] is not None:
+            score = reordering.scores[i]
         if metadata_key is None:
             out.append(nws if score is nws.score else NodeWithScore(node=nws.node, score=score))
             continue
-        entry: dict[str, Any] = {
-            "strategy": strategy,
-            "score": clean[i],
-            "rank": rank,
-            "original_rank": i,
-        }
-        if extras:
-            entry.update(extras[i])
         node = nws.node
         copied = node.model_copy(
             update={
-                "metadata": {**node.metadata, metadata_key: entry},
+                "metadata": core.with_record(node.metadata, metadata_key, record),
                 "excluded_llm_metadata_keys": _with(node.excluded_llm_metadata_keys, metadata_key),
                 "excluded_embed_metadata_keys": _with(
                     node.excluded_embed_metadata_keys, metadata_key
@@ -114,8 +101,4 @@ def _with(keys: Sequence[str], key: str) -> list[str]:
     return list(keys) if key in keys else [*keys, key]
 
 
-def _clean(score: float | None) -> float | None:
-    if score is None:
-        return None
-    value = float(score)
-    return None if math.isnan(value) else value
+__all__ = ["METADATA_KEY", "check_nodes", "node_passage", "question_of", "reorder_nodes"]

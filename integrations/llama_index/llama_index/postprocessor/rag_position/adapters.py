@@ -9,16 +9,16 @@ embedded SmolLM2) and :class:`RagPositionEmbedding` (a ``BaseEmbedding`` over ou
 embedder, e.g. the embedded all-MiniLM-L6-v2).
 
 The ``resolve_*`` functions turn what a user passes as ``scorer=`` / ``llm=`` /
-``embed_model=`` into a :class:`ModelSlot`: objects are checked at once (a clear
-``TypeError`` when they cannot do the job); spec strings are checked for form at
-once and loaded on first use, once per slot.
+``embed_model=`` into a :class:`rag_position.adapters.LazyModel`: objects are
+checked at once (a clear ``TypeError`` when they cannot do the job); spec strings are
+checked for form at once and loaded on first use, once per component. The
+framework-free part is :mod:`rag_position.adapters`, shared with the LangChain package.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,11 +33,10 @@ from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
+from rag_position import adapters as core
+from rag_position.adapters import LazyModel, check_spec, cut_at_stop
 from rag_position.errors import ModelSpecError
 from rag_position.models import Embedder, Generator, Scorer, load_embedder, load_model
-from rag_position.models.loading import ACCEPTED_SPECS
-
-T = TypeVar("T")
 
 SCORER_HELP = (
     "a scorer must be one of: a load_model spec string ('embedded', 'hf:<path>', "
@@ -68,44 +67,9 @@ DEFAULT_PARAM_NAMES: Mapping[str, str | None] = {
 (OpenAI's names, which ``OpenAI``/``OpenAILike`` and :class:`RagPositionLLM` accept)."""
 
 
-class ModelSlot(Generic[T]):
-    """A model held by a component: an object given as it is, or loaded on first use, once.
-
-    Example:
-        >>> slot = ModelSlot(factory=lambda: load_model("embedded"), label="embedded")
-        >>> slot.loaded
-        False
-        >>> model = slot.get()         # loads now; later calls return the same object
-    """
-
-    def __init__(
-        self, value: T | None = None, *, factory: Callable[[], T] | None = None, label: str = ""
-    ) -> None:
-        if (value is None) == (factory is None):
-            raise ValueError("give a ModelSlot either a value or a factory")
-        self._value = value
-        self._factory = factory
-        self._lock = threading.Lock()
-        self.label = label
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the model is there (given, or already loaded)."""
-        return self._value is not None
-
-    def get(self) -> T:
-        """The model, loading it first if it was given as a spec string."""
-        if self._value is None:
-            with self._lock:
-                if self._value is None:
-                    assert self._factory is not None
-                    self._value = self._factory()
-        return self._value
-
-
 # ---------------------------------------------------------------------------- resolving
-def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> ModelSlot[Scorer]:
-    """What ``scorer=`` accepts, as a :class:`ModelSlot` of a rag-position ``Scorer``.
+def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> LazyModel[Scorer]:
+    """What ``scorer=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of a ``Scorer``.
 
     Raises ``TypeError`` naming the object when it cannot score (e.g. ``MockLLM``).
 
@@ -115,31 +79,14 @@ def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) ->
         >>> resolve_scorer(OpenAILike(api_base=url, model="m", api_key="x")).loaded
         True
     """
-    kwargs = dict(load_kwargs or {})
-    if not isinstance(scorer, str):
-        _reject_kwargs(kwargs, "scorer_kwargs", "scorer", type(scorer).__name__)
-    if isinstance(scorer, str):
-        _check_model_spec(scorer, "scorer")
-        return ModelSlot(factory=lambda: _loaded_scorer(scorer, kwargs), label=scorer)
-    if isinstance(scorer, RagPositionLLM):
-        inner = scorer.rag_model
-        if isinstance(inner, Scorer):
-            return ModelSlot(inner, label=scorer.model_name)
-        raise TypeError(
-            f"the RagPositionLLM over {type(inner).__name__} cannot score "
-            f"(it has no score_spans); {SCORER_HELP}"
-        )
-    if isinstance(scorer, Scorer):
-        return ModelSlot(scorer, label=str(getattr(scorer, "name", type(scorer).__name__)))
-    if _is_openai_compatible(scorer):
-        return ModelSlot(openai_scorer(scorer), label=str(scorer.model))
-    raise TypeError(f"{_describe(scorer)} cannot score question likelihoods: {SCORER_HELP}")
+    table = [(RagPositionLLM, _unwrapped_scorer), (LLM, _llm_scorer)]
+    return core.resolve_scorer(scorer, load_kwargs, adapters=table, forms=SCORER_HELP)
 
 
 def resolve_generator(
     llm: Any, load_kwargs: Mapping[str, Any] | None = None
-) -> ModelSlot[Generator]:
-    """What ``llm=`` accepts, as a :class:`ModelSlot` of a rag-position ``Generator``.
+) -> LazyModel[Generator]:
+    """What ``llm=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of a ``Generator``.
 
     A :class:`RagPositionLLM` is unwrapped (our model, batched); any other LlamaIndex
     ``LLM`` goes through :class:`LlamaIndexGenerator`.
@@ -149,54 +96,66 @@ def resolve_generator(
         >>> gen.generate(["Say hi"], max_new_tokens=4)              # MockLLM echoes
         ['Say hi']
     """
-    kwargs = dict(load_kwargs or {})
-    if not isinstance(llm, str):
-        _reject_kwargs(kwargs, "llm_kwargs", "llm", type(llm).__name__)
-    if isinstance(llm, str):
-        _check_model_spec(llm, "llm")
-        return ModelSlot(factory=lambda: _loaded_generator(llm, kwargs), label=llm)
-    if isinstance(llm, RagPositionLLM):
-        return ModelSlot(llm.rag_model, label=llm.model_name)
-    if isinstance(llm, LLM):
-        return ModelSlot(LlamaIndexGenerator(llm), label=type(llm).__name__)
-    if isinstance(llm, Generator):
-        return ModelSlot(llm, label=str(getattr(llm, "name", type(llm).__name__)))
-    raise TypeError(f"{_describe(llm)} cannot generate: {GENERATOR_HELP}")
+    table = [(RagPositionLLM, _core_model), (LLM, LlamaIndexGenerator)]
+    return core.resolve_generator(llm, load_kwargs, adapters=table, forms=GENERATOR_HELP)
 
 
 def resolve_embedder(
     embed_model: Any, load_kwargs: Mapping[str, Any] | None = None
-) -> ModelSlot[Embedder]:
-    """What ``embed_model=`` accepts, as a :class:`ModelSlot` of a rag-position ``Embedder``.
+) -> LazyModel[Embedder]:
+    """What ``embed_model=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of an
+    ``Embedder``.
 
     Example:
         >>> resolve_embedder("embedded").get().embed(["a passage"]).shape
         (1, 384)
     """
-    kwargs = dict(load_kwargs or {})
-    if not isinstance(embed_model, str):
-        _reject_kwargs(kwargs, "embed_kwargs", "embed_model", type(embed_model).__name__)
-    if isinstance(embed_model, str):
-        if not embed_model.strip():
-            raise ModelSpecError(f"the embed_model spec is empty; {EMBEDDER_HELP}")
-        return ModelSlot(factory=lambda: load_embedder(embed_model, **kwargs), label=embed_model)
-    if isinstance(embed_model, RagPositionEmbedding):
-        return ModelSlot(embed_model.rag_embedder, label=embed_model.model_name)
-    if isinstance(embed_model, BaseEmbedding):
-        return ModelSlot(LlamaIndexEmbedder(embed_model), label=embed_model.model_name)
-    if isinstance(embed_model, Embedder):
-        return ModelSlot(embed_model, label=type(embed_model).__name__)
-    raise TypeError(f"{_describe(embed_model)} cannot embed: {EMBEDDER_HELP}")
+    return core.resolve_embedder(
+        embed_model,
+        load_kwargs,
+        adapters=[(RagPositionEmbedding, _core_embedder), (BaseEmbedding, LlamaIndexEmbedder)],
+        forms=EMBEDDER_HELP,
+        what="embed_model",
+        kwargs_name="embed_kwargs",
+    )
+
+
+def _unwrapped_scorer(llm: RagPositionLLM) -> Scorer:
+    inner = llm.core_model
+    if isinstance(inner, Scorer):
+        return inner
+    raise TypeError(
+        f"the RagPositionLLM over {type(inner).__name__} cannot score "
+        f"(it has no score_spans); {SCORER_HELP}"
+    )
+
+
+def _llm_scorer(llm: LLM) -> Scorer:
+    if _is_openai_compatible(llm):
+        return openai_scorer(llm)
+    if isinstance(llm, Scorer):
+        return llm
+    raise TypeError(f"{_describe(llm)} cannot score question likelihoods: {SCORER_HELP}")
+
+
+def _core_model(llm: RagPositionLLM) -> Generator:
+    model: Generator = llm.core_model
+    return model
+
+
+def _core_embedder(embed_model: RagPositionEmbedding) -> Embedder:
+    embedder: Embedder = embed_model.core_embedder
+    return embedder
 
 
 def openai_scorer(llm: Any) -> Scorer:
     """rag-position's ``openai:`` backend at the same server, model and key as ``llm``.
 
     ``llm`` is an OpenAI-compatible LlamaIndex LLM (``OpenAILike``, ``OpenAI``): its
-    ``api_base``, ``model``, ``api_key``, ``timeout`` and ``max_retries`` are read. The
-    server must return prompt log-probabilities (``echo`` with ``logprobs``): vLLM and
-    ``rag-position serve`` do; OpenAI's hosted chat models do not, and scoring then
-    raises ``ScoringUnsupportedError`` on first use. Nothing is sent here.
+    ``api_base``, ``model``, ``api_key``, ``timeout``, ``max_retries`` and
+    ``is_chat_model`` go to :func:`rag_position.adapters.openai_scorer`. The server
+    must return prompt log-probabilities (vLLM and ``rag-position serve`` do); scoring
+    raises ``ScoringUnsupportedError`` on first use otherwise. Nothing is sent here.
 
     Example:
         >>> llm = OpenAILike(api_base="http://127.0.0.1:8000/v1", model="m", api_key="x")
@@ -206,25 +165,20 @@ def openai_scorer(llm: Any) -> Scorer:
         raise TypeError(
             f"{_describe(llm)} is not an OpenAI-compatible LLM (no `api_base` and `model`)"
         )
-    options: dict[str, Any] = {"model": llm.model}
     api_key = getattr(llm, "api_key", None)
-    if isinstance(api_key, str) and api_key:
-        options["api_key"] = api_key
-    timeout = getattr(llm, "timeout", None)
-    if isinstance(timeout, (int, float)) and timeout > 0:
-        options["timeout"] = float(timeout)
-    retries = getattr(llm, "max_retries", None)
-    if isinstance(retries, int) and retries >= 0:
-        options["max_retries"] = retries
-    is_chat = getattr(llm, "is_chat_model", None)
-    if isinstance(is_chat, bool):
-        options["chat_template"] = is_chat  # generation only: scoring is always on the raw prompt
-    model: Scorer = load_model("openai:" + str(llm.api_base), **options)
-    return model
+    return core.openai_scorer(
+        llm.api_base,
+        llm.model,
+        api_key=api_key if isinstance(api_key, str) else None,
+        timeout=getattr(llm, "timeout", None),
+        max_retries=getattr(llm, "max_retries", None),
+        chat_template=getattr(llm, "is_chat_model", None),
+        label=_describe(llm),
+    )
 
 
 # ---------------------------------------------------------------------------- LlamaIndex -> ours
-class LlamaIndexGenerator:
+class LlamaIndexGenerator(core.AdaptedGenerator):
     """Any LlamaIndex ``LLM`` as a rag-position ``Generator`` (one ``complete`` per prompt).
 
     ``max_new_tokens``, ``temperature``, ``seed`` and ``stop`` are passed to
@@ -250,33 +204,22 @@ class LlamaIndexGenerator:
         self.param_names = names
         self.name = type(llm).__name__
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int = 100,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[str]:
+    def complete_all(self, prompts: list[str], options: core.GenerationOptions) -> list[str]:
         """One ``llm.complete`` per prompt, in order."""
-        if isinstance(prompts, str):
-            raise TypeError("`prompts` must be a sequence of strings, not a single str")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        values: dict[str, Any] = {"max_new_tokens": max_new_tokens, "temperature": temperature}
-        if seed is not None:
-            values["seed"] = seed
-        if stop:
-            values["stop"] = list(stop)
+        values: dict[str, Any] = {
+            "max_new_tokens": options.max_new_tokens,
+            "temperature": options.temperature,
+        }
+        if options.seed is not None:
+            values["seed"] = options.seed
+        if options.stop:
+            values["stop"] = list(options.stop)
         kwargs = {
             name: values[option]
             for option, name in self.param_names.items()
             if name is not None and option in values
         }
-        return [cut_at_stop(self.llm.complete(p, **kwargs).text, stop) for p in prompts]
+        return [self.llm.complete(p, **kwargs).text for p in prompts]
 
 
 class LlamaIndexEmbedder:
@@ -299,22 +242,8 @@ class LlamaIndexEmbedder:
         """``get_text_embedding_batch``, L2-normalised; a zero vector raises ``ValueError``."""
         if isinstance(texts, str):
             raise TypeError("`texts` must be a sequence of strings, not a single str")
-        if not texts:
-            return np.zeros((0, 0), dtype=np.float32)
-        rows = self.embed_model.get_text_embedding_batch(list(texts))
-        vectors = np.asarray(rows, dtype=np.float64)
-        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise ValueError(
-                f"{self.name} returned embeddings of shape {vectors.shape} for {len(texts)} texts"
-            )
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        bad = [i for i in range(len(texts)) if not np.isfinite(norms[i, 0]) or norms[i, 0] == 0]
-        if bad:
-            raise ValueError(
-                f"{self.name} returned a zero or non-finite embedding for text(s) {bad}; "
-                "it cannot be normalised to a unit vector"
-            )
-        unit: npt.NDArray[np.float32] = (vectors / norms).astype(np.float32)
+        rows = self.embed_model.get_text_embedding_batch(list(texts)) if texts else []
+        unit: npt.NDArray[np.float32] = core.unit_rows(rows, len(texts), self.name)
         return unit
 
 
@@ -359,7 +288,7 @@ class RagPositionLLM(CustomLLM):
         **kwargs: Any,
     ) -> None:
         if isinstance(model, str):
-            _check_model_spec(model, "model")
+            check_spec(model, "model")
             loaded = load_model(model, **dict(load_kwargs or {}))
         elif load_kwargs:
             raise ValueError("`load_kwargs` only apply when `model` is a spec string")
@@ -388,7 +317,7 @@ class RagPositionLLM(CustomLLM):
         return "RagPositionLLM"
 
     @property
-    def rag_model(self) -> Any:
+    def core_model(self) -> Any:
         """The wrapped rag-position model (a Generator, and a Scorer where it can score)."""
         return self._model
 
@@ -492,7 +421,7 @@ class RagPositionEmbedding(BaseEmbedding):
         return "RagPositionEmbedding"
 
     @property
-    def rag_embedder(self) -> Any:
+    def core_embedder(self) -> Any:
         """The wrapped rag-position embedder."""
         return self._embedder
 
@@ -520,39 +449,6 @@ class RagPositionEmbedding(BaseEmbedding):
 
 
 # ---------------------------------------------------------------------------- helpers
-def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
-    """``text`` up to the first occurrence of any stop string."""
-    if not stop:
-        return text
-    cut = min((i for s in stop if s and (i := text.find(s)) >= 0), default=len(text))
-    return text[:cut]
-
-
-def _check_model_spec(spec: str, what: str) -> None:
-    """The form of a load_model spec (loading, and its own errors, come later)."""
-    known = spec == "embedded" or (
-        any(spec.startswith(p) and len(spec) > len(p) for p in ("hf:", "openai:"))
-    )
-    if not known:
-        raise ModelSpecError(
-            f"unknown model spec {spec!r} for `{what}`; accepted: {ACCEPTED_SPECS}"
-        )
-
-
-def _loaded_scorer(spec: str, kwargs: dict[str, Any]) -> Scorer:
-    model = load_model(spec, **kwargs)
-    if not isinstance(model, Scorer):
-        raise TypeError(f"the model loaded from {spec!r} cannot score: {SCORER_HELP}")
-    return model
-
-
-def _loaded_generator(spec: str, kwargs: dict[str, Any]) -> Generator:
-    model = load_model(spec, **kwargs)
-    if not isinstance(model, Generator):
-        raise TypeError(f"the model loaded from {spec!r} cannot generate: {GENERATOR_HELP}")
-    return model
-
-
 def _is_openai_compatible(obj: Any) -> bool:
     """A LlamaIndex LLM with a non-empty ``api_base`` and ``model`` (duck-typed: no import)."""
     if not isinstance(obj, LLM):
@@ -561,16 +457,21 @@ def _is_openai_compatible(obj: Any) -> bool:
     return isinstance(base, str) and bool(base) and isinstance(model, str) and bool(model)
 
 
-def _reject_kwargs(kwargs: Mapping[str, Any], field: str, what: str, kind: str) -> None:
-    if kwargs:
-        raise ValueError(
-            f"`{field}` {sorted(kwargs)} only apply when `{what}` is a spec string, "
-            f"not a {kind} object"
-        )
-
-
 def _describe(obj: Any) -> str:
     text = repr(obj)
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{type(obj).__name__} object {text}"
+
+
+__all__ = [
+    "LlamaIndexEmbedder",
+    "LlamaIndexGenerator",
+    "RagPositionEmbedding",
+    "RagPositionLLM",
+    "cut_at_stop",
+    "openai_scorer",
+    "resolve_embedder",
+    "resolve_generator",
+    "resolve_scorer",
+]

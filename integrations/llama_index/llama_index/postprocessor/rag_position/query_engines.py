@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import Response
@@ -23,18 +22,22 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position._nodes import METADATA_KEY, node_passage
-from llama_index.postprocessor.rag_position.adapters import (
-    ModelSlot,
-    resolve_embedder,
-    resolve_generator,
-)
+from llama_index.postprocessor.rag_position.adapters import resolve_embedder, resolve_generator
 
+from rag_position import adapters as core
+from rag_position.adapters import (
+    FactOptions,
+    GeneratorOptions,
+    LazyModel,
+    MedoidOptions,
+    ReciteOptions,
+    core_options,
+)
 from rag_position.cost import Cost
 from rag_position.errors import BackendError
 from rag_position.models import Embedder, Generator, Metered
 from rag_position.passages import Passage
 from rag_position.strategies import (
-    DEFAULT_ABSENCE_PHRASES,
     embedding_retrieve,
     fact,
     medoid_vote,
@@ -45,33 +48,20 @@ from rag_position.strategies import (
 Trace = dict[str, Any]
 
 
-class _RagPositionQueryEngine(CustomQueryEngine):
+class _RagPositionQueryEngine(CustomQueryEngine, GeneratorOptions):
     """Shared behaviour: retrieve, postprocess, run the strategy, wrap the answer."""
 
     strategy_name: ClassVar[str] = ""
 
     retriever: BaseRetriever = Field(description="Where the nodes come from.")
-    llm: Any = Field(
-        description=(
-            "The generator: a LlamaIndex LLM, a load_model spec ('embedded', 'hf:<path>', "
-            "'openai:<url>'; loaded on first use, once per engine) or a rag-position Generator."
-        ),
-    )
-    llm_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for load_model when `llm` is a spec string.",
-    )
     node_postprocessors: list[BaseNodePostprocessor] = Field(
         default_factory=list,
         description="Applied in turn to the retrieved nodes before the strategy reads them.",
     )
-    title_key: str | None = Field(
-        default="title",
-        description="Node metadata key holding the title shown as 'Document [i](Title: ...)'.",
-    )
-    _generator: ModelSlot[Generator] = PrivateAttr()
+    _generator: LazyModel[Generator] = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
+        core.check_option_names(type(self).__name__, data, type(self).model_fields)
         super().__init__(**data)
         # After pydantic's validation, so our errors reach the caller unwrapped.
         self._setup()
@@ -99,7 +89,7 @@ class _RagPositionQueryEngine(CustomQueryEngine):
         return cls(retriever=as_retriever(similarity_top_k=similarity_top_k), **kwargs)
 
     @property
-    def generator(self) -> Generator:
+    def core_generator(self) -> Generator:
         """The rag-position Generator in use (a spec string is loaded now if it was not yet)."""
         return self._generator.get()
 
@@ -137,6 +127,12 @@ class _RagPositionQueryEngine(CustomQueryEngine):
 
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
         raise NotImplementedError
+
+    @property
+    def core_embedder(self) -> Embedder | None:
+        """The rag-position Embedder in use (``None`` for an engine without ``embed_model``)."""
+        slot: LazyModel[Embedder] | None = getattr(self, "_embedder", None)
+        return None if slot is None else slot.get()
 
 
 class QuerySandwichQueryEngine(_RagPositionQueryEngine):
@@ -179,7 +175,7 @@ class QuerySandwichQueryEngine(_RagPositionQueryEngine):
         return texts[0].strip(), {"trace": None, "prompt": result.prompt, "cost": cost}
 
 
-class ReciteThenSolveQueryEngine(_RagPositionQueryEngine):
+class ReciteThenSolveQueryEngine(_RagPositionQueryEngine, ReciteOptions):
     """Recite-then-solve: copy the relevant evidence, ground it in the nodes, answer from it.
 
     Step 1 asks the ``llm`` to recite the relevant documents word for word; each
@@ -194,43 +190,26 @@ class ReciteThenSolveQueryEngine(_RagPositionQueryEngine):
 
     strategy_name: ClassVar[str] = "recite_then_solve"
 
-    fallback: Literal["context", "none"] = Field(
-        default="context",
-        description="Nothing usable recited: answer from all nodes ('context') or not at all.",
-    )
-    threshold: float = Field(
-        default=0.7, ge=0.0, le=1.0, description="Similarity a recited block needs to ground."
-    )
-    max_new_tokens: int = Field(default=256, ge=1, description="Tokens for the recitation.")
-    answer_max_new_tokens: int = Field(default=64, ge=1, description="Tokens for the answer.")
-
     @classmethod
     def class_name(cls) -> str:
         """The LlamaIndex serialisation name."""
         return "RagPositionReciteThenSolveQueryEngine"
 
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
-        result = recite_then_solve(
-            question,
-            passages,
-            self._generator.get(),
-            fallback=self.fallback,
-            threshold=self.threshold,
-            max_new_tokens=self.max_new_tokens,
-            answer_max_new_tokens=self.answer_max_new_tokens,
-        )
+        options = core_options(self, recite_then_solve)
+        result = recite_then_solve(question, passages, self._generator.get(), **options)
         recited = [i for i, p in enumerate(passages) if any(p is r for r in result.recited)]
         return result.answer, {"trace": result.trace, "cost": result.cost, "recited_nodes": recited}
 
 
-class FactQueryEngine(_RagPositionQueryEngine):
+class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
     """FACT: find the relevant facts in passes, cutting found ones out, then answer from them.
 
     Each pass asks the ``llm`` for the relevant sentences (or, with ``embed_model``,
-    takes the ``retrieve_top_k`` sentences closest to the question), locates them in
+    takes the ``top_k`` sentences closest to the question), locates them in
     the nodes' text and removes (or masks) them, until a pass finds nothing new or
-    ``max_iterations``. ``metadata["rag_position"]``: the core ``FactTrace``, ``facts``
-    and the cost.
+    ``max_iterations``; the answer is generated from the facts (``answer=False`` skips
+    it). ``metadata["rag_position"]``: the core ``FactTrace``, ``facts`` and the cost.
 
     Example:
         >>> engine = FactQueryEngine.from_index(index, llm=llm, max_iterations=2)
@@ -239,16 +218,6 @@ class FactQueryEngine(_RagPositionQueryEngine):
 
     strategy_name: ClassVar[str] = "fact"
 
-    max_iterations: int = Field(default=3, ge=1, description="At most this many passes.")
-    rewrite: Literal["remove", "mask"] = Field(
-        default="remove", description="Cut found facts out, or overwrite them with filler."
-    )
-    with_context: bool = Field(
-        default=False, description="Answer from the full context plus the facts."
-    )
-    threshold: float = Field(
-        default=0.8, ge=0.0, le=1.0, description="Fuzzy-match ratio to locate a fact."
-    )
     embed_model: Any = Field(
         default=None,
         description=(
@@ -260,12 +229,7 @@ class FactQueryEngine(_RagPositionQueryEngine):
         default_factory=dict,
         description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
     )
-    retrieve_top_k: int = Field(
-        default=3, ge=1, description="Sentences per pass with embedding retrieval."
-    )
-    max_new_tokens: int = Field(default=256, ge=1, description="Tokens per retrieval pass.")
-    answer_max_new_tokens: int = Field(default=64, ge=1, description="Tokens for the answer.")
-    _embedder: ModelSlot[Embedder] | None = PrivateAttr(default=None)
+    _embedder: LazyModel[Embedder] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -289,23 +253,13 @@ class FactQueryEngine(_RagPositionQueryEngine):
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
         retrieve = None
         if self._embedder is not None:
-            retrieve = embedding_retrieve(self._embedder.get(), top_k=self.retrieve_top_k)
-        result = fact(
-            question,
-            passages,
-            self._generator.get(),
-            max_iterations=self.max_iterations,
-            retrieve=retrieve,
-            rewrite=self.rewrite,
-            with_context=self.with_context,
-            threshold=self.threshold,
-            max_new_tokens=self.max_new_tokens,
-            answer_max_new_tokens=self.answer_max_new_tokens,
-        )
+            retrieve = embedding_retrieve(self._embedder.get(), top_k=self.top_k)
+        options = core_options(self, fact, retrieve=retrieve)
+        result = fact(question, passages, self._generator.get(), **options)
         return result.answer, {"trace": result.trace, "cost": result.cost, "facts": result.facts}
 
 
-class MedoidVotingQueryEngine(_RagPositionQueryEngine):
+class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
     """Medoid voting: answer once per seeded order of the nodes, return the central answer.
 
     ``k`` prompts (the retrieved order first, then distinct permutations drawn with
@@ -331,15 +285,7 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine):
         default_factory=dict,
         description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
     )
-    k: int = Field(default=5, ge=1, description="Number of orders, hence answers.")
-    seed: int = Field(default=0, description="Seed of the permutations (and of sampling).")
-    temperature: float = Field(default=0.0, ge=0.0, description="Sampling temperature.")
-    max_new_tokens: int = Field(default=64, ge=1, description="Tokens per answer.")
-    absence_phrases: Sequence[str] = Field(
-        default=DEFAULT_ABSENCE_PHRASES,
-        description="Lower-case phrases marking an answer as 'the context lacks it'.",
-    )
-    _embedder: ModelSlot[Embedder] = PrivateAttr()
+    _embedder: LazyModel[Embedder] = PrivateAttr()
 
     @classmethod
     def class_name(cls) -> str:
@@ -356,16 +302,9 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine):
         return embed_model if isinstance(embed_model, str) else f"<{type(embed_model).__name__}>"
 
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
+        options = core_options(self, medoid_vote)
         result = medoid_vote(
-            question,
-            passages,
-            self._generator.get(),
-            self._embedder.get(),
-            k=self.k,
-            seed=self.seed,
-            temperature=self.temperature,
-            absence_phrases=self.absence_phrases,
-            max_new_tokens=self.max_new_tokens,
+            question, passages, self._generator.get(), self._embedder.get(), **options
         )
         trace = {
             "trace": result.trace,
