@@ -132,6 +132,16 @@ def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
         assert (LC_STRATEGIES[name], LI_STRATEGIES[name]) == by_strategy[name]
 
 
+def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
+    """One table: every strategy name the integrations know is a row of rag_position.STRATEGIES."""
+    from rag_position import STRATEGIES
+    from rag_position.adapters import REORDER_STRATEGIES
+
+    assert set(REORDER_STRATEGIES) == REORDER_NAMES
+    for name in REORDER_NAMES:
+        assert name in STRATEGIES and not STRATEGIES[name].answers, name
+
+
 def test_model_accessors_have_the_same_names() -> None:
     for cls in (lc.LikelihoodReorder, lc.ConvexScoreReorder, lc.ProfileReorder):
         assert isinstance(inspect.getattr_static(cls, "core_scorer"), property)
