@@ -112,7 +112,7 @@ def profile(tmp_path: Path) -> Path:
     from rag_position.strategies import PositionProfile
 
     path = tmp_path / "profile.json"
-    PositionProfile(tuple([0.1] * (K - 1) + [0.9]), model="scripted", source="eval").save(path)
+    PositionProfile(tuple([0.1] * (K - 1) + [0.9]), model_name="scripted", source="eval").save(path)
     return path
 
 
@@ -355,7 +355,7 @@ def test_multidoc_saves_its_position_profile(data: Path, tmp_path: Path) -> None
 
     run_multidoc(Scripted(), data=data, positions=[0, 4, 9], out=tmp_path / "m")
     profile = PositionProfile.load(tmp_path / "m" / "profile.json")
-    assert profile.source == "eval" and profile.model == "scripted"
+    assert profile.source == "eval" and profile.model_name == "scripted"
     assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
     assert profile.values[2] == 0.5  # linear between measured positions
     assert profile.ranking()[:2] == [0, 9]

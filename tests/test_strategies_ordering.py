@@ -317,7 +317,7 @@ def test_convex_score_placements() -> None:
     assert follow.order == sorted(range(5), key=lambda d: (-follow.scores[d], d))
     follow_last = convex_score(QUESTION, docs, PositionScorer(), placement="last", rest="scores")
     assert follow_last.order == follow.order[::-1]
-    middle = PositionProfile((0.1, 0.2, 0.9, 0.3, 0.4), model="m", source="eval")
+    middle = PositionProfile((0.1, 0.2, 0.9, 0.3, 0.4), model_name="m", source="eval")
     prof = convex_score(QUESTION, docs, PositionScorer(), placement="profile", profile=middle)
     assert prof.passages[2] is docs[1]
     assert prof.order == [follow.order[k] for k in (4, 3, 0, 2, 1)]  # ranking [2, 4, 3, 1, 0]
@@ -494,7 +494,7 @@ def test_sandwich_strategy() -> None:
 
 
 def test_profile_ranking_interpolation_and_json(tmp_path: Any) -> None:
-    p = PositionProfile((0.17, 0.12, 0.12, 0.40), model="embedded", source="eval")
+    p = PositionProfile((0.17, 0.12, 0.12, 0.40), model_name="embedded", source="eval")
     assert p.ranking() == [3, 0, 1, 2]
     assert p.interpolate(4) is p
     assert p.interpolate(7).values == pytest.approx((0.17, 0.145, 0.12, 0.12, 0.12, 0.26, 0.40))
@@ -533,12 +533,12 @@ def test_estimate_profile_recovers_the_curve() -> None:
         ),
     ]
     scorer = PositionScorer()
-    prof = estimate_profile(scorer, instances, model="scripted")
+    prof = estimate_profile(scorer, instances, model_name="scripted")
     assert prof.values == tuple(u_curve(p, 5) for p in range(5))
-    assert prof.ranking()[0] == 4 and prof.model == "scripted" and prof.source == "likelihood"
+    assert prof.ranking()[0] == 4 and prof.model_name == "scripted" and prof.source == "likelihood"
     assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 10
     shown = PositionScorer()  # with a progress bar: one call per instance, the same profile
-    assert estimate_profile(shown, instances, model="scripted", progress=True) == prof
+    assert estimate_profile(shown, instances, model_name="scripted", progress=True) == prof
     assert [len(b) for b in shown.batches] == [5, 5]
     partial = estimate_profile(PositionScorer(), instances, positions=[0, 2, 4])
     assert partial.values[1] == pytest.approx((u_curve(0, 5) + u_curve(2, 5)) / 2)

@@ -77,7 +77,7 @@ def test_profile_estimate_and_placement(embedded_fp32: Any, tmp_path: Any) -> No
     instances = [(QUESTION, DOCS[:3], 1)]
     profile = estimate_profile(embedded_fp32, instances)
     assert profile.n_positions == 3 and profile.source == "likelihood"
-    assert profile.model == embedded_fp32.name
+    assert profile.model_name == embedded_fp32.name
     assert all(math.isfinite(v) for v in profile.values)
     path = tmp_path / "profile.json"
     profile.save(path)

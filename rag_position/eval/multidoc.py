@@ -282,7 +282,7 @@ def eval_profile(sweep: Sequence[Mapping[str, Any]], k: int, model: str) -> Any:
         hi = min((q for q in pts if q[0] >= p), default=pts[-1])
         t = 0.0 if hi[0] == lo[0] else (p - lo[0]) / (hi[0] - lo[0])
         values.append(lo[1] + t * (hi[1] - lo[1]))
-    return PositionProfile(tuple(values), model=model, source="eval")
+    return PositionProfile(tuple(values), model_name=model, source="eval")
 
 
 WORST_POSITION = Param("worst_position", None, "skip the sweep", "--worst-position", {"type": int})

@@ -35,12 +35,12 @@ class PositionProfile:
     Saved as ``{"model": ..., "n_positions": N, "values": [...], "source": ...}``.
 
     Example:
-        >>> PositionProfile([0.17, 0.12, 0.40], model="embedded", source="eval").ranking()
+        >>> PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval").ranking()
         [2, 0, 1]
     """
 
     values: tuple[float, ...]
-    model: str = ""
+    model_name: str = ""
     source: ProfileSource = "likelihood"
 
     def __post_init__(self) -> None:
@@ -70,11 +70,11 @@ class PositionProfile:
             values = [sum(self.values) / m] * n
         else:
             values = [_interp(i * (m - 1) / (n - 1), list(range(m)), self.values) for i in range(n)]
-        return PositionProfile(tuple(values), model=self.model, source=self.source)
+        return PositionProfile(tuple(values), model_name=self.model_name, source=self.source)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model,
+            "model": self.model_name,
             "n_positions": self.n_positions,
             "values": list(self.values),
             "source": self.source,
@@ -90,7 +90,7 @@ class PositionProfile:
             raise ValueError(
                 f"`values` must be a list of n_positions={record['n_positions']} numbers"
             )
-        return cls(tuple(values), model=str(record["model"]), source=record["source"])
+        return cls(tuple(values), model_name=str(record["model"]), source=record["source"])
 
     def save(self, path: str | os.PathLike[str]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
@@ -109,7 +109,7 @@ def estimate_profile(
     instances: Iterable[Any],
     *,
     positions: Sequence[int] | None = None,
-    model: str | None = None,
+    model_name: str | None = None,
     template: str | None = None,
     query_aware: bool = False,
     progress: bool = False,
@@ -122,7 +122,7 @@ def estimate_profile(
     the gold passage moves there and the others keep their order (as
     ``place_gold`` does); every prompt goes to the scorer in one batched call
     (N prompts per instance, no generation). Positions not measured are filled by
-    linear interpolation. ``model`` defaults to the scorer's ``name``. ``progress=True``
+    linear interpolation. ``model_name`` defaults to the scorer's ``name``. ``progress=True``
     shows a progress bar and scores one instance's prompts per call instead (the
     same scores; a CPU backend scores one prompt at a time either way).
 
@@ -171,8 +171,8 @@ def estimate_profile(
     means = [sum(r.mean for r in results[j :: len(wanted)]) / (len(results) // len(wanted))
              for j in range(len(wanted))]  # fmt: skip
     values = tuple(_interp(p, wanted, means) for p in range(n_passages))
-    name = model if model is not None else str(getattr(scorer, "name", ""))
-    return PositionProfile(values, model=name, source="likelihood")
+    name = model_name if model_name is not None else str(getattr(scorer, "name", ""))
+    return PositionProfile(values, model_name=name, source="likelihood")
 
 
 def as_profile(profile: ProfileLike) -> PositionProfile:

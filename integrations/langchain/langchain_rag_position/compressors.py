@@ -182,7 +182,7 @@ class ProfileReorder(_Scored, ProfileOptions):
     given order), ``["relevance"]`` says which.
 
     Example:
-        >>> profile = PositionProfile([0.17, 0.12, 0.40], model="embedded", source="eval")
+        >>> profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
         >>> docs = ProfileReorder(profile=profile).compress_documents(retrieved, "Who?")
         >>> [d.metadata["rag_position"]["original_rank"] for d in docs]   # best read last
         [1, 2, 0]

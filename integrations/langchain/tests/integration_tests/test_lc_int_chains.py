@@ -36,7 +36,7 @@ PROMPT = ChatPromptTemplate.from_template(
     "Answer the question using the documents.\n\n{context}\n\nQuestion: {question}"
 )
 GOLD = "Paris is the capital of France."
-PROFILE = PositionProfile([0.17, 0.12, 0.13, 0.40], model="embedded", source="eval")
+PROFILE = PositionProfile([0.17, 0.12, 0.13, 0.40], model_name="embedded", source="eval")
 
 
 def format_docs(docs: list[Document]) -> str:

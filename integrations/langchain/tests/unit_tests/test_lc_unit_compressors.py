@@ -164,7 +164,7 @@ def test_empty_and_bad_documents() -> None:
 # ---------------------------------------------------------------------- profile placement
 def test_profile_reorder_by_given_order_scores_and_scorer(tmp_path: Path) -> None:
     docs = make_docs(3)
-    profile = PositionProfile([0.17, 0.12, 0.40], model="embedded", source="eval")
+    profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
     out = ProfileReorder(profile=profile).compress_documents(docs, QUESTION)
     # ranking of positions: 2, 0, 1 -> most relevant (doc 0) last, doc 1 first, doc 2 middle
     assert check_annotated(list(out), docs, "profile") == [1, 2, 0]

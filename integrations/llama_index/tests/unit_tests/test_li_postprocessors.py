@@ -125,7 +125,7 @@ def test_profile_reorder_with_a_scorer_ranks_by_convex_score(tmp_path: Any) -> N
     nodes = make_nodes([0.9, 0.8, 0.1, 0.5])
     texts = _texts(nodes)
     path = tmp_path / "profile.json"
-    PositionProfile((0.1, 0.2, 0.3, 0.9), model="x", source="eval").save(path)
+    PositionProfile((0.1, 0.2, 0.3, 0.9), model_name="x", source="eval").save(path)
     out = ProfileReorder(
         profile=str(path), scorer=GoldAtEdgesScorer(texts, texts[2])
     ).postprocess_nodes(nodes, query_str=QUESTION)
