@@ -44,8 +44,13 @@ import torch
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.datasets import load_multidoc
 from rag_position.models import load_model
-from rag_position.strategies import convex_design, convex_score, question_likelihood
-from rag_position.strategies.convex import authors_scores, convex_scores, likelihood_table
+from rag_position.strategies import convex_score, question_likelihood
+from rag_position.strategies.convex import (
+    authors_scores,
+    convex_design,
+    convex_scores,
+    likelihood_table,
+)
 
 SCORE_DEFINITIONS = {"E+C": (1.0, 1.0), "E": (1.0, 0.0), "C": (0.0, 1.0)}
 

@@ -28,12 +28,10 @@ from rag_position.models.protocols import Span, SpanScore
 from rag_position.passages import Passage
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies import (
-    CHAT_SANDWICH_TEMPLATE,
     STRATEGIES,
     ConvexScoreResult,
     OrderingResult,
     PositionProfile,
-    convex_design,
     convex_score,
     edge_reorder,
     estimate_profile,
@@ -44,7 +42,13 @@ from rag_position.strategies import (
     sandwich,
     sandwich_prompt,
 )
-from rag_position.strategies.convex import authors_scores, convex_scores, likelihood_table
+from rag_position.strategies.convex import (
+    authors_scores,
+    convex_design,
+    convex_scores,
+    likelihood_table,
+)
+from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE
 
 QUESTION = "who wrote the play?"
 GOLD = "GOLD passage"

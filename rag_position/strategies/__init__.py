@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from rag_position.strategies._align import StrategyError
 from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
-from rag_position.strategies.convex import ConvexScoreResult, convex_design, convex_score
+from rag_position.strategies.convex import ConvexScoreResult, convex_score
 from rag_position.strategies.edges import edge_reorder
 from rag_position.strategies.fact import (
     FactIteration,
@@ -27,7 +27,6 @@ from rag_position.strategies.fact import (
 from rag_position.strategies.gauge import question_likelihood
 from rag_position.strategies.likelihood import SelectionResult, likelihood_selection
 from rag_position.strategies.medoid import (
-    DEFAULT_ABSENCE_PHRASES,
     MedoidResult,
     MedoidTrace,
     medoid_vote,
@@ -41,11 +40,9 @@ from rag_position.strategies.recite import (
     recite_then_solve,
 )
 from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strategy
-from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE, sandwich, sandwich_prompt
+from rag_position.strategies.sandwich import sandwich, sandwich_prompt
 
 __all__ = [
-    "CHAT_SANDWICH_TEMPLATE",
-    "DEFAULT_ABSENCE_PHRASES",
     "STRATEGIES",
     "AnswerResult",
     "ConvexScoreResult",
@@ -63,7 +60,6 @@ __all__ = [
     "SelectionResult",
     "StrategyError",
     "StrategySpec",
-    "convex_design",
     "convex_score",
     "edge_reorder",
     "embedding_retrieve",

@@ -35,13 +35,13 @@ from rag_position.adapters import (
 )
 from rag_position.prompts import QA_QUERY_AWARE_TEMPLATE, fill_template
 from rag_position.strategies import (
-    CHAT_SANDWICH_TEMPLATE,
     embedding_retrieve,
     fact,
     medoid_vote,
     recite_then_solve,
     sandwich_prompt,
 )
+from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE
 
 
 class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
