@@ -55,9 +55,9 @@ from rag_position.strategies import (
     profile_reorder,
     recite_then_solve,
 )
+from rag_position.strategies.edges import EdgeMode
 
 T = TypeVar("T")
-EdgeMode = Literal["langchain", "llamaindex", "haystack"]
 
 METADATA_KEY = "rag_position"
 """The metadata key every reordering component writes by default (both integrations)."""
