@@ -56,6 +56,7 @@ from rag_position.strategies import (
     recite_then_solve,
 )
 from rag_position.strategies.edges import EdgeMode
+from rag_position.strategies.profiles import as_profile
 
 T = TypeVar("T")
 
@@ -681,26 +682,8 @@ OPTION_MODELS: Mapping[str, tuple[type[BaseModel], ...]] = {
 
 
 # ---------------------------------------------------------------------- profiles, scores
-def to_profile(profile: Any) -> PositionProfile:
-    """A :class:`PositionProfile` from a profile, the path of its JSON file, or a list of numbers.
-
-    Example:
-        >>> to_profile([0.17, 0.12, 0.40]).ranking()
-        [2, 0, 1]
-    """
-    if isinstance(profile, PositionProfile):
-        return profile
-    if isinstance(profile, (str, os.PathLike)):
-        return PositionProfile.load(profile)
-    if isinstance(profile, Sequence) and not isinstance(profile, bytes):
-        values = list(profile)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            raise TypeError(f"a profile given as a list must hold numbers, got {values!r}")
-        return PositionProfile(tuple(float(v) for v in values), source="eval")
-    raise TypeError(
-        "`profile` must be a PositionProfile, the path of its JSON file, or a list of "
-        f"values per position; got {type(profile).__name__}"
-    )
+to_profile = as_profile
+"""A :class:`PositionProfile` from a profile, its JSON file, or a list of values (the core's)."""
 
 
 def profile_to_json(profile: Any) -> Any:

@@ -91,19 +91,23 @@ def metered() -> Iterator[Tally]:
 
 
 class Spend:
-    """What :func:`spent_by` measured: ``cost`` is set when the block ends."""
+    """What :func:`spent_by` measured: ``cost`` is set when the block ends; ``reported``
+    says whether it came from reported calls (else from the model's ``usage`` change)."""
 
     def __init__(self) -> None:
         self.cost: Cost | None = None
+        self.reported = False
 
 
 @contextmanager
 def spent_by(model: object) -> Iterator[Spend]:
-    """The cost of the calls made on ``model`` inside the block, when it can be known.
+    """The cost of the model calls made inside the block (on ``model``, or on any model
+    it calls in turn), when it can be known.
 
     Our backends report every call (:func:`record`), so the figure is exact under
-    concurrency. A model of the caller's own that keeps a ``usage`` total but does
-    not report its calls is measured by the change of that total (which counts other
+    concurrency, and it is the calls the block made, whichever backend made them. When
+    nothing in the block reports a call, a ``model`` of the caller's own that keeps a
+    ``usage`` total is measured by the change of that total (which counts other
     threads' calls too). ``spend.cost`` stays ``None`` for a model that keeps no
     ``usage``: the caller counts what it can (prompts sent, wall time).
 
@@ -127,7 +131,7 @@ def spent_by(model: object) -> Iterator[Spend]:
         finally:
             after = getattr(model, "usage", None)
             if tally.records:
-                spend.cost = tally.total
+                spend.cost, spend.reported = tally.total, True
             elif isinstance(before, Cost) and isinstance(after, Cost):
                 spend.cost = after - before
 

@@ -163,6 +163,8 @@ def test_the_recorded_call_reruns_to_the_same_summary(
     recorded = json.loads(first.summary_json.read_text())["command"]
     name, params = parse_call(recorded)
     assert name == f"run_{task}"
+    # only an object the call cannot print (the embedder) may stand as a placeholder
+    assert {k for k, v in params.items() if v == PLACEHOLDER} <= {"embedder"}, recorded
     params = {k: options[k] if v == PLACEHOLDER else v for k, v in params.items()}
     again = function(make(), out=tmp_path / "again", progress=False, **params)
     assert summary(again.out) == summary(first.out), recorded

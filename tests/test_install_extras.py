@@ -1,4 +1,5 @@
-"""The core installs without torch: what a remote-only user imports works without it.
+"""The core installs without torch: what a remote-only user imports works without it, and
+what needs an extra says which.
 
 Run in a subprocess where torch, transformers, sentence-transformers and matplotlib
 cannot be imported (as after ``pip install rag-position`` with no extras).
@@ -39,8 +40,23 @@ SCRIPT = textwrap.dedent(
         assert "rag-position[local]" in str(err), err
     else:
         raise AssertionError("load_model('embedded') worked without torch")
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {BLOCKED!r})
-    assert not loaded, loaded
+    # the eval draws plots: without [eval] a run is refused before it writes anything
+    import os, tempfile
+    from rag_position.eval import EvalConfigError, run_kv
+
+    class Echo:
+        name = "echo"
+        def generate(self, prompts, **options):
+            return ["x"] * len(prompts)
+
+    out = os.path.join(tempfile.mkdtemp(), "kv")
+    try:
+        run_kv(Echo(), pairs=3, questions=1, out=out, progress=False)
+    except EvalConfigError as err:
+        assert "rag-position[eval]" in str(err), err
+    else:
+        raise AssertionError("an eval ran without matplotlib")
+    assert not os.path.exists(out)
     print("ok")
     """
 )

@@ -577,6 +577,22 @@ def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
 # --------------------------------------------------------------------------- registry
 
 
+def test_table_rows_pass_the_seed_on_and_name_what_they_need() -> None:
+    docs = [f"passage {i}" for i in range(6)]
+    profile = [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]  # a list of values is a profile too
+    runs = {
+        seed: STRATEGIES["profile"](QUESTION, docs, scorer=HashScorer(), profile=profile, seed=seed)
+        for seed in (0, 3)
+    }
+    for seed, r in runs.items():  # the seed reaches ConvexScore through profile_reorder
+        assert r.scores == convex_score(QUESTION, docs, HashScorer(), seed=seed).scores
+    assert runs[0].scores != runs[3].scores
+    with pytest.raises(ValueError, match=r"'profile' needs profile= \(a PositionProfile"):
+        STRATEGIES["profile"](QUESTION, docs)
+    with pytest.raises(TypeError, match="no option 'n_rotation'"):  # checked against ConvexScore's
+        STRATEGIES["profile"](QUESTION, docs, profile=profile, n_rotation=2)
+
+
 def test_registry_names_and_uniform_calls() -> None:
     ordering = {
         "retriever",

@@ -7,8 +7,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_position.eval.common import EvalConfigError
+
 Point = tuple[float, float, float | None, float | None]
 """``(x, y, low, high)``; ``low``/``high`` ``None`` when there is no interval."""
+
+
+def require_matplotlib() -> None:
+    """Every task draws its plots: refuse to start a run that could not finish them."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise EvalConfigError(
+            "the eval suite draws its plots with matplotlib, which is not installed: "
+            "pip install 'rag-position[eval]'"
+        ) from None
 
 
 @dataclass

@@ -403,6 +403,8 @@ class SharedScoring:
             results = list(self._model.score_spans(prompts, spans))
         if spend.cost is not None:
             cost = spend.cost
+            if not spend.reported:  # a model of the caller's own: count it where we are
+                record(cost)
         else:
             cost = Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
             with self._lock:

@@ -39,6 +39,7 @@ from typing import Any
 from rag_position.data import QAInstance, load_qa
 from rag_position.eval.common import EvalConfigError, check_questions, parse_int_list
 from rag_position.eval.datasets import MultidocData, default_oracle_path, load_multidoc
+from rag_position.eval.plots import require_matplotlib
 from rag_position.eval.report import EvalResult, Section
 from rag_position.eval.runner import RunContext, parse_shard
 from rag_position.eval.session import finish, open_context
@@ -331,6 +332,7 @@ class TaskRun:
 
     @cached_property
     def ctx(self) -> RunContext:
+        require_matplotlib()
         v = self.values
         return open_context(
             self.model,

@@ -36,6 +36,7 @@ def profile_reorder(
     profile: ProfileLike,
     scores: Sequence[float] | None = None,
     scorer: Scorer | None = None,
+    seed: int = 0,
     **convex_options: Any,
 ) -> OrderingResult[T]:
     """Most relevant passage to the profile's best position, the next to the second best, ...
@@ -75,7 +76,7 @@ def profile_reorder(
         if any(math.isnan(s) for s in relevance):
             raise ValueError("`scores` holds NaN; give every passage a number (-inf for last)")
     elif scorer is not None:
-        result = convex_score(question, items, scorer, **convex_options)
+        result = convex_score(question, items, scorer, seed=seed, **convex_options)
         relevance, cost, source = result.scores, result.cost, "convex_score"
     else:
         own = [own_score(x) for x in items]

@@ -100,8 +100,8 @@ class PositionProfile:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-ProfileLike: TypeAlias = Union[PositionProfile, str, "os.PathLike[str]"]
-"""A profile, or the path of its JSON file."""
+ProfileLike: TypeAlias = Union[PositionProfile, str, "os.PathLike[str]", Sequence[float]]
+"""A profile, the path of its JSON file, or its values per position."""
 
 
 def estimate_profile(
@@ -176,12 +176,25 @@ def estimate_profile(
 
 
 def as_profile(profile: ProfileLike) -> PositionProfile:
-    """A profile, or one loaded from its JSON file."""
+    """A profile, one loaded from its JSON file, or one from a list of values per position.
+
+    Example:
+        >>> as_profile([0.17, 0.12, 0.40]).ranking()
+        [2, 0, 1]
+    """
     if isinstance(profile, PositionProfile):
         return profile
     if isinstance(profile, (str, os.PathLike)):
         return PositionProfile.load(profile)
-    raise TypeError(f"`profile` must be a PositionProfile or a path, got {type(profile).__name__}")
+    if isinstance(profile, Sequence) and not isinstance(profile, bytes):
+        values: list[Any] = list(profile)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"a profile given as a list must hold numbers, got {values!r}")
+        return PositionProfile(tuple(float(v) for v in values), source="eval")
+    raise TypeError(
+        "`profile` must be a PositionProfile, the path of its JSON file, or a list of "
+        f"values per position; got {type(profile).__name__}"
+    )
 
 
 def _interp(x: float, xs: Sequence[int], ys: Sequence[float]) -> float:

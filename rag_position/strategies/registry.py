@@ -82,7 +82,9 @@ class StrategySpec:
 
     ``needs``: the models the function takes, in its positional order after the
     passages (``uses``: ones it takes when given, by keyword). ``fixed``: options
-    the name sets (``convex_score_profile`` places by the profile).
+    the name sets (``convex_score_profile`` places by the profile); ``requires``:
+    options a caller must give; ``passes_to``: the function that takes the row's
+    further options (``profile`` hands them to ConvexScore).
     ``sandwich``: the row answers with the query-aware prompt of its order (it
     takes ``chat=``). ``compared``: ``eval compare`` runs it when no
     ``--strategies`` are named.
@@ -102,6 +104,8 @@ class StrategySpec:
     needs: tuple[Role, ...] = ()
     uses: tuple[Role, ...] = ()
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    passes_to: Callable[..., Any] | None = None
     answers: bool = False
     sandwich: bool = False
     compared: bool = True
@@ -109,22 +113,21 @@ class StrategySpec:
 
     @cached_property
     def _parameters(self) -> dict[str, inspect.Parameter]:
-        return {
-            p.name: p
-            for p in inspect.signature(self.function).parameters.values()
-            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _NOT_OPTIONS
-        }
+        found: dict[str, inspect.Parameter] = {}
+        for function in (self.passes_to, self.function):  # the row's own win
+            if function is None:
+                continue
+            for p in inspect.signature(function).parameters.values():
+                if (
+                    p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                    and p.name not in _NOT_OPTIONS
+                ):
+                    found[p.name] = p
+        return found
 
     @property
     def takes_question(self) -> bool:
         return "question" in inspect.signature(self.function).parameters
-
-    @property
-    def passes_options_on(self) -> bool:
-        """The function takes ``**options`` it hands on (``profile``'s go to ConvexScore)."""
-        return any(
-            p.kind is p.VAR_KEYWORD for p in inspect.signature(self.function).parameters.values()
-        )
 
     @property
     def options(self) -> frozenset[str]:
@@ -153,7 +156,7 @@ class StrategySpec:
                 f"({', '.join(f'{k}={self.fixed[k]!r}' for k in fixed)})"
             )
         unknown = sorted(set(options) - self.options)
-        if unknown and not self.passes_options_on:
+        if unknown:
             raise TypeError(
                 f"strategy {self.name!r} takes no option {', '.join(map(repr, unknown))}; "
                 f"its options: {', '.join(sorted(self.options)) or 'none'}"
@@ -171,6 +174,17 @@ class StrategySpec:
         **options: Any,
     ) -> OrderingResult[Any] | AnswerResult:
         self.check_options(options)
+        missing = [name for name in self.requires if options.get(name) is None]
+        if missing:
+            raise ValueError(
+                f"strategy {self.name!r} needs {', '.join(f'{m}=' for m in missing)}"
+                + (
+                    " (a PositionProfile, its JSON file or a list of values, e.g. from "
+                    "estimate_profile or `rag-position eval multidoc`'s profile.json)"
+                    if "profile" in missing
+                    else ""
+                )
+            )
         check_question(question)
         models: dict[str, Any] = {"scorer": scorer, "generator": generator, "embedder": embedder}
         if "embedder" in self.needs and embedder is None:
@@ -221,6 +235,7 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 convex_score,
                 needs=("scorer",),
                 fixed=MappingProxyType({"placement": "profile"}),
+                requires=("profile",),
                 summary="ConvexScore's ranking placed down the model's position profile",
             ),
             StrategySpec(
@@ -238,6 +253,8 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 "profile",
                 profile_reorder,
                 uses=("scorer",),
+                requires=("profile",),
+                passes_to=convex_score,
                 compared=False,
                 summary="most relevant at the profile's best position",
             ),

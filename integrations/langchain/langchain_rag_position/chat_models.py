@@ -27,6 +27,7 @@ from langchain_rag_position._adapters import (
     cut_at_stop,
     output_text,
 )
+from rag_position.cost import metered
 
 
 class ChatRagPosition(BaseChatModel):
@@ -188,8 +189,7 @@ class ChatRagPosition(BaseChatModel):
         prompt, model = self._prompt(messages, model)
         local = type(model).__name__ == "TransformersModel"
         lock = self._lock if local else _NoLock()
-        with lock:  # a local model runs one call at a time, so its usage delta is ours
-            before = getattr(model, "usage", None) if local else None
+        with lock, metered() as tally:  # a local model runs one call at a time
             (text,) = model.generate(
                 [prompt],
                 max_new_tokens=max_tokens,
@@ -197,10 +197,9 @@ class ChatRagPosition(BaseChatModel):
                 seed=seed,
                 stop=stops or None,
             )
-            after = getattr(model, "usage", None) if local else None
         usage: UsageMetadata | None = None
-        if before is not None and after is not None:
-            spent = after - before
+        if tally.records:  # this call's own cost, whoever else shares the model
+            spent = tally.total
             usage = UsageMetadata(
                 input_tokens=spent.prompt_tokens,
                 output_tokens=spent.generated_tokens,

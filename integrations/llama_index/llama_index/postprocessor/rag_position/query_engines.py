@@ -33,9 +33,9 @@ from rag_position.adapters import (
     ReciteOptions,
     core_options,
 )
-from rag_position.cost import Cost
+from rag_position.cost import Cost, spent_by
 from rag_position.errors import BackendError
-from rag_position.models import Embedder, Generator, Metered
+from rag_position.models import Embedder, Generator
 from rag_position.passages import Passage
 from rag_position.strategies import (
     embedding_retrieve,
@@ -317,13 +317,13 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
 
 
 def _generate(generator: Generator, prompts: list[str], **options: Any) -> tuple[list[str], Cost]:
-    """``generator.generate`` and what it spent (its ``usage`` change, else calls and time)."""
-    meter = generator if isinstance(generator, Metered) else None
-    before = meter.usage if meter is not None else Cost()
+    """``generator.generate`` and what it spent (its own calls, metered per call
+    (:func:`rag_position.cost.spent_by`), else the prompts sent and the wall time)."""
     start = time.perf_counter()
-    texts = generator.generate(prompts, **options)
+    with spent_by(generator) as spend:
+        texts = generator.generate(prompts, **options)
     if len(texts) != len(prompts):
         raise BackendError(f"the llm returned {len(texts)} texts for {len(prompts)} prompts")
-    if meter is not None:
-        return list(texts), meter.usage - before
+    if spend.cost is not None:
+        return list(texts), spend.cost
     return list(texts), Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
