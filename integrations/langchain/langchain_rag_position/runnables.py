@@ -26,6 +26,7 @@ from langchain_rag_position._adapters import (
     resolve_generator,
     to_passage,
 )
+from rag_position import fact, medoid_vote, recite_then_solve, sandwich_prompt
 from rag_position.adapters import (
     FactOptions,
     GeneratorOptions,
@@ -34,13 +35,7 @@ from rag_position.adapters import (
     core_options,
 )
 from rag_position.prompts import QA_QUERY_AWARE_TEMPLATE, fill_template
-from rag_position.strategies import (
-    embedding_retrieve,
-    fact,
-    medoid_vote,
-    recite_then_solve,
-    sandwich_prompt,
-)
+from rag_position.strategies import embedding_retrieve
 from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE
 
 
