@@ -12,12 +12,29 @@ fails the run); only the teardown after the last report is skipped.
 
 ``RAG_POSITION_TEST_FINALIZE=1`` keeps the normal interpreter exit, to chase the
 teardown crash itself.
+
+The ``vllm_server`` fixture: one real vLLM server for the whole session, shared by
+every test folder, started the way a user starts it (``rag-position serve --port 0
+--dtype float32 --max-model-len 4096``), stopped with Ctrl-C (SIGINT) at the end. Where
+vLLM is not installed (``bash scripts/setup.sh --vllm``) or cannot start, the tests
+that use it are skipped and the reason is printed in the summary (``-rs``); with
+``RAG_POSITION_REQUIRE_VLLM=1`` (CI sets it when the vLLM install succeeded) they fail
+instead.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +58,72 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+@dataclass
+class VLLMTestServer:
+    """What the tests need of the session's vLLM server."""
+
+    spec: str  # openai:http://127.0.0.1:PORT/v1/NAME
+    base_url: str  # http://127.0.0.1:PORT/v1
+    name: str  # the served model name
+    log: Path  # the server's output (vLLM's log), for failure messages
+
+
+_VLLM_SPEC = re.compile(r"--model (openai:(http://[^\s]+/v1)/([^\s]+))")
+
+
+def _vllm_unavailable(reason: str) -> None:
+    if os.environ.get("RAG_POSITION_REQUIRE_VLLM") == "1":
+        pytest.fail(f"vLLM is required here (RAG_POSITION_REQUIRE_VLLM=1) but {reason}")
+    pytest.skip(f"no vLLM server for this test: {reason}")
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[VLLMTestServer]:
+    """A vLLM server over the embedded model (float32), started by ``rag-position serve``."""
+    from rag_position.serving import VLLMNotInstalledError, find_vllm_python
+
+    try:
+        find_vllm_python()
+    except VLLMNotInstalledError as exc:
+        _vllm_unavailable(str(exc))
+    log = Path(tempfile.mkdtemp(prefix="rag-position-vllm-")) / "serve.log"
+    command = [
+        sys.executable, "-m", "rag_position.cli", "serve",
+        "--port", "0", "--dtype", "float32", "--max-model-len", "4096",
+    ]  # fmt: skip
+    with open(log, "w") as err:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
+        )
+    found: list[re.Match[str]] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            match = _VLLM_SPEC.search(line)
+            if match and not found:
+                found.append(match)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 900
+    while not found and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not found:
+        process.kill()
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        _vllm_unavailable(
+            f"`rag-position serve` did not print a spec (exit {process.poll()}):\n{tail}"
+        )
+    match = found[0]
+    try:
+        yield VLLMTestServer(match.group(1), match.group(2), match.group(3), log)
+    finally:
+        process.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

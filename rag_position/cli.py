@@ -2,7 +2,7 @@
 
 rag-position demo                      # one NQ question, gold passage at 0, 4 and 9 of 10
 rag-position demo --model hf:./my-model --question 12
-rag-position serve --model embedded    # an OpenAI-compatible server over a local model
+rag-position serve                     # vLLM serving the embedded model; prints the spec
 rag-position eval quick                # the eval suite's 10-minute run (see eval --help)
 """
 
@@ -33,15 +33,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--data", type=Path, default=None, help="oracle-format file (default: dev)")
     demo.add_argument("--max-new-tokens", type=int, default=100)
 
-    serve = commands.add_parser("serve", help="serve a local model with the OpenAI-compatible API")
-    serve.add_argument("--model", default="embedded", help="a local load_model spec")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = commands.add_parser(
+        "serve",
+        help="start vLLM's OpenAI-compatible server for a model and print the spec to use",
+        description="Start vLLM's OpenAI-compatible server (installed by `bash scripts/setup.sh "
+        "--vllm`) for the embedded model or a transformers folder, wait until it answers, "
+        "print the --model spec for the eval and the integrations, and serve until Ctrl-C. "
+        "Arguments after `--` go to vLLM as given.",
+    )
+    serve.add_argument(
+        "--model",
+        default="embedded",
+        help="'embedded' (exported from its GGUF once, cached), 'hf:<folder>' or "
+        "'hf:<file>.gguf' (default: embedded)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    serve.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "bfloat16", "float16", "float32"],
+        help="vLLM's --dtype (default: auto, the folder's)",
+    )
+    serve.add_argument(
+        "--max-model-len", type=int, default=None, help="context window (default: the model's)"
+    )
+    serve.add_argument(
+        "--tensor-parallel-size", type=int, default=1, help="GPUs to split the model over"
+    )
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help="a key clients must send (default: $RAG_POSITION_API_KEY, else none); clients "
+        "read it from OPENAI_API_KEY",
+    )
+    serve.add_argument("--served-model-name", default=None, help="the model name clients use")
+    serve.add_argument(
+        "--vllm-python",
+        default=None,
+        help="the Python that has vLLM (default: $RAG_POSITION_VLLM_PYTHON, else .venv-vllm)",
+    )
+    serve.add_argument(
+        "--startup-timeout", type=float, default=900.0, help="seconds to wait for readiness"
+    )
 
     from rag_position.eval.cli import add_eval_parser
 
     add_eval_parser(commands)
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    vllm_args: list[str] = []
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command == "serve" and "--" in argv:  # the rest goes to vLLM as given
+        cut = argv.index("--")
+        argv, vllm_args = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -50,10 +95,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "eval":
         from rag_position.eval.cli import eval_command
 
-        return eval_command(args, sys.argv[1:] if argv is None else list(argv))
-    from rag_position.serve import main as serve_main
+        return eval_command(args, argv)
+    return serve_command(args, vllm_args)
 
-    return int(serve_main(["--model", args.model, "--host", args.host, "--port", str(args.port)]))
+
+def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> int:
+    """Start vLLM, print the spec once it answers, serve until Ctrl-C or until vLLM exits."""
+    import os
+
+    from rag_position.errors import RagPositionError
+    from rag_position.serving import VLLMServer
+
+    api_key = args.api_key or os.environ.get("RAG_POSITION_API_KEY") or None
+    try:
+        server = VLLMServer(
+            args.model,
+            host=args.host,
+            port=args.port,
+            dtype=args.dtype,
+            max_model_len=args.max_model_len,
+            tensor_parallel_size=args.tensor_parallel_size,
+            api_key=api_key,
+            served_model_name=args.served_model_name,
+            extra_args=vllm_args,
+            vllm_python=args.vllm_python,
+            startup_timeout=args.startup_timeout,
+            log=sys.stderr,
+        )
+        print(f"starting vLLM for {args.model} (its log follows on stderr)...", flush=True)
+        start = time.perf_counter()
+        server.start()
+    except (RagPositionError, ValueError) as exc:
+        print(f"rag-position serve: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    key_hint = " (clients send the key: export OPENAI_API_KEY=<the key>)" if api_key else ""
+    print(
+        f"\nvLLM is serving {server.served_model_name} at {server.base_url} "
+        f"(ready in {time.perf_counter() - start:.0f} s){key_hint}. Use it with:\n\n"
+        f"  --model {server.spec}\n\n"
+        f"e.g. rag-position eval quick --model {server.spec} --concurrency 8\n"
+        "Ctrl-C stops the server.",
+        flush=True,
+    )
+    try:
+        code = server.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        return 0
+    print(f"rag-position serve: vLLM exited with code {code}", file=sys.stderr)
+    return code or 1
 
 
 def demo_command(args: argparse.Namespace) -> int:

@@ -10,11 +10,15 @@ class RagPositionError(Exception):
 class ContextLengthError(RagPositionError, ValueError):
     """A prompt (plus the tokens to generate) does not fit in the model's window."""
 
-    def __init__(self, n_tokens: int, limit: int, what: str = "prompt") -> None:
+    def __init__(
+        self, n_tokens: int, limit: int, what: str = "prompt", *, at_least: bool = False
+    ) -> None:
         self.n_tokens = n_tokens
         self.limit = limit
+        self.at_least = at_least  # the server stopped counting at n_tokens
+        size = f"at least {n_tokens}" if at_least else str(n_tokens)
         super().__init__(
-            f"{what} is {n_tokens} tokens, over the model's context window of {limit} tokens; "
+            f"{what} is {size} tokens, over the model's context window of {limit} tokens; "
             "shorten the context or use fewer passages (nothing is truncated silently)"
         )
 

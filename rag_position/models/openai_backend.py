@@ -14,6 +14,22 @@ with a larger offset (the end of the prompt for the last one). This equals the l
 rule except at a multi-byte character split over several tokens: a span starting on
 such a character may leave out the token holding its first bytes, because start
 offsets alone cannot say that token reaches into the character.
+
+Two ways to score (``scoring=``):
+
+- ``"echo"``: ``/v1/completions`` with ``echo``, ``logprobs=0`` and ``max_tokens=0``
+  (1 where a server refuses 0): the server returns a log-probability for every prompt
+  token. Any vLLM server can do it; vLLM computes the language-model head and a
+  full-vocabulary log-softmax at every prompt position for it, and skips its prefix
+  cache.
+- ``"forced"``: the prompt is tokenized by the server (``/tokenize``), sent as token
+  ids up to the span, and the server generates exactly the span's tokens (a logits
+  processor forces them; ``rag-position serve`` loads it), reporting each one's
+  log-probability from the raw logits. The same numbers (the same tokens, the same
+  rule), with the head run only at the span and the prefix cache in use; the tokens
+  after the span are not sent. Every reply is checked: the generated token ids must be
+  the span's, else the request falls back to echo.
+- ``"auto"`` (default): forced while the server forces, else echo from then on.
 """
 
 from __future__ import annotations
@@ -43,6 +59,9 @@ from rag_position.models.protocols import Span, SpanScore, check_span
 T = TypeVar("T")
 U = TypeVar("U")
 
+SCORING_MODES = ("auto", "forced", "echo")
+FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
+
 _OPENAI_MODEL = re.compile(
     r"^(gpt-|chatgpt-|o\d|text-davinci|text-embedding|davinci|babbage|ft:gpt-)", re.I
 )
@@ -53,6 +72,7 @@ _TOTAL_PATTERNS = (
     r"resulted in (\d+) tokens",
     r"prompt \(length (\d+)\)",
     r"request has (\d+) input tokens",
+    r"prompt contains (?:at least )?(\d+) input tokens",  # vLLM 0.32
 )
 
 
@@ -92,7 +112,10 @@ class OpenAICompatibleModel:
         max_retries: int = 4,
         chat_template: bool = True,
         concurrency: int = 8,
+        scoring: str = "auto",
     ) -> None:
+        if scoring not in SCORING_MODES:
+            raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}, got {scoring!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if timeout <= 0:
@@ -113,6 +136,9 @@ class OpenAICompatibleModel:
         )
         self._meter = UsageMeter()
         self._echo_tokens = 0  # max_tokens for scoring requests; 1 once a server refuses 0
+        self.scoring = scoring
+        # whether forced scoring works here: None until tried, then True or False
+        self._forcing: bool | None = {"auto": None, "forced": True, "echo": False}[scoring]
         self._lock = threading.Lock()
         self._encoding: Any = None
         self._max_context: int | None = None
@@ -130,6 +156,7 @@ class OpenAICompatibleModel:
         max_retries: int = 4,
         chat_template: bool = True,
         concurrency: int = 8,
+        scoring: str = "auto",
     ) -> OpenAICompatibleModel:
         """Build from what follows ``openai:`` in a spec: a base URL, maybe with the model.
 
@@ -160,6 +187,7 @@ class OpenAICompatibleModel:
             max_retries=max_retries,
             chat_template=chat_template,
             concurrency=concurrency,
+            scoring=scoring,
         )
         name = model or in_url
         if name:
@@ -303,10 +331,103 @@ class OpenAICompatibleModel:
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Any]:
             i, (prompt, span) = job
+            if self._forcing is not False:
+                forced = self._forced(prompt, span, i)
+                if forced is not None:
+                    return forced
             reply = self._echo(prompt, i)
             return _span_score(reply, prompt, span, i, self.base_url), reply.usage
 
         return self._map(one, jobs)
+
+    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
+        """Score by forced generation (module doc); None where this server cannot."""
+        ids, starts, ends = self._tokenize_with_offsets(prompt)
+        if ids is None:
+            return self._no_forcing("its /tokenize token strings do not spell the prompt")
+        lo, hi = span
+        scored = [i for i in range(1, len(ids)) if starts[i] < hi and ends[i] > lo]
+        if not scored:
+            raise ValueError(
+                f"span {span} of prompt {index} covers no scorable token (the first token of a "
+                "sequence has no prediction)"
+            )
+        a, b = scored[0], scored[-1] + 1
+        target = ids[a:b]
+        try:
+            reply = self._call(
+                lambda: self._client.completions.create(
+                    model=self.name,
+                    prompt=ids[:a],
+                    max_tokens=b - a,
+                    temperature=0.0,
+                    logprobs=0,
+                    extra_body={
+                        "vllm_xargs": {FORCE_KEY: target},
+                        "ignore_eos": True,
+                        "min_tokens": b - a,
+                        "return_tokens_as_token_ids": True,
+                        "skip_special_tokens": False,
+                    },
+                ),
+                "/completions",
+                what=f"prompt {index}",
+                raw_bad_request=True,
+            )
+        except openai.BadRequestError as exc:
+            return self._no_forcing(_server_message(exc))
+        choice = reply.choices[0] if reply.choices else None
+        lp = choice.logprobs if choice is not None else None
+        tokens = lp.tokens if lp is not None else None
+        values = lp.token_logprobs if lp is not None else None
+        if tokens != [f"token_id:{t}" for t in target] or values is None:
+            return self._no_forcing("the generated tokens were not the forced ones")
+        if len(values) != len(target) or any(v is None for v in values):
+            raise BackendError(
+                f"{self.base_url}/completions returned {len(values)} log-probabilities for "
+                f"{len(target)} forced tokens of prompt {index}"
+            )
+        total = float(sum(values))
+        return SpanScore(total / len(values), total, len(values)), reply.usage
+
+    def _no_forcing(self, why: str) -> None:
+        if self.scoring == "forced":
+            raise ScoringUnsupportedError(
+                f"the server at {self.base_url} cannot score by forced generation ({why}); "
+                "start it with `rag-position serve` (which loads the forcing logits processor) "
+                "or use scoring='echo'"
+            )
+        self._forcing = False  # auto: echo from now on
+        return None
+
+    def _tokenize_with_offsets(
+        self, prompt: str
+    ) -> tuple[list[int], list[int], list[int]] | tuple[None, None, None]:
+        """The server's token ids of ``prompt`` and each token's character range."""
+        root = self.base_url.removesuffix("/v1")
+        body = {
+            "model": self.name,
+            "prompt": prompt,
+            "add_special_tokens": True,
+            "return_token_strs": True,
+        }
+        try:
+            reply = self._call(
+                lambda: self._client.post(f"{root}/tokenize", cast_to=object, body=body),
+                "/tokenize",
+                raw_bad_request=True,
+            )
+        except (BackendError, openai.BadRequestError):
+            return None, None, None
+        if not isinstance(reply, dict):
+            return None, None, None
+        ids, strs = reply.get("tokens"), reply.get("token_strs")
+        if not isinstance(ids, list) or not isinstance(strs, list) or len(ids) != len(strs):
+            return None, None, None
+        ranges = token_char_ranges(strs, prompt)
+        if ranges is None:
+            return None, None, None
+        return [int(i) for i in ids], ranges[0], ranges[1]
 
     def _echo(self, prompt: str, index: int) -> Completion:
         """The prompt echoed with its token log-probabilities (max_tokens 0, else 1)."""
@@ -328,7 +449,7 @@ class OpenAICompatibleModel:
                 model=self.name,
                 prompt=prompt,
                 echo=True,
-                logprobs=1,
+                logprobs=0,  # the prompt token's own log-probability; no alternatives
                 max_tokens=max_tokens,
                 temperature=0.0,
             ),
@@ -432,7 +553,8 @@ def _context_error(message: str, what: str) -> BackendError | ContextLengthError
     if limit is not None and total is not None:
         if extra is not None and total + extra > limit >= total:
             total += extra
-        return ContextLengthError(total, limit, what)
+        at_least = bool(re.search(r"at least \d+ input tokens", message, re.I))
+        return ContextLengthError(total, limit, what, at_least=at_least)
     return BackendError(f"{what} does not fit the server's context window: {message}")
 
 
@@ -450,6 +572,81 @@ def _unsupported(base_url: str, detail: str) -> ScoringUnsupportedError:
         "cannot score spans; vLLM can (/v1/completions with echo and logprobs), OpenAI's hosted "
         "chat models cannot. Use a vLLM server or a local model for scoring"
     )
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet, inverted: token-string character -> byte."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    chars = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+_BYTE_DECODER = _byte_decoder()
+_SP_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def _token_bytes(token: str) -> bytes | None:
+    """A token string's bytes: byte-level BPE (GPT-2, Llama 3, SmolLM), else SentencePiece."""
+    if all(c in _BYTE_DECODER for c in token):
+        return bytes(_BYTE_DECODER[c] for c in token)
+    byte = _SP_BYTE.fullmatch(token)
+    if byte:
+        return bytes([int(byte.group(1), 16)])
+    return token.replace("\u2581", " ").encode("utf-8")
+
+
+def token_char_ranges(tokens: Sequence[str], text: str) -> tuple[list[int], list[int]] | None:
+    """Each token's ``[start, end)`` character range in ``text``, from its token strings.
+
+    None unless the tokens spell ``text`` exactly (after one leading special token the
+    text does not hold, such as a BOS, which gets an empty range at 0): the caller then
+    uses another way. A token that ends inside a multi-byte character reaches to that
+    character's end; one that starts inside it starts at its start.
+
+    Example:
+        >>> token_char_ranges(["Hello", "\u0120world"], "Hello world")
+        ([0, 5], [5, 11])
+    """
+    pieces = [_token_bytes(t) for t in tokens]
+    if any(p is None for p in pieces):
+        return None
+    data = text.encode("utf-8")
+    skip = 0
+    joined = b"".join(p for p in pieces if p is not None)
+    if joined != data:
+        first = tokens[0] if tokens else ""
+        rest = b"".join(p for p in pieces[1:] if p is not None)
+        if not (first.startswith("<") and first.endswith(">") and rest == data):
+            return None
+        skip = 1
+    char_of_byte = [0] * (len(data) + 1)
+    position = 0
+    for index, char in enumerate(text):
+        width = len(char.encode("utf-8"))
+        for k in range(width):
+            char_of_byte[position + k] = index
+        position += width
+    char_of_byte[len(data)] = len(text)
+    starts: list[int] = [0] * skip
+    ends: list[int] = [0] * skip
+    offset = 0
+    for piece in pieces[skip:]:
+        assert piece is not None
+        start, end = offset, offset + len(piece)
+        starts.append(char_of_byte[start] if start < len(data) else len(text))
+        ends.append(char_of_byte[end - 1] + 1 if end > start else starts[-1])
+        offset = end
+    return starts, ends
 
 
 def _span_score(reply: Completion, prompt: str, span: Span, index: int, url: str) -> SpanScore:

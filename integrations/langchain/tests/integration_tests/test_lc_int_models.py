@@ -1,5 +1,5 @@
 """The embedded model through our adapters: runnables, ChatRagPosition, the OpenAI scorer
-adapter against `rag_position.serve` on 127.0.0.1, RagPositionEmbeddings' standard suite."""
+adapter against `rag_position.testing.openai_double` on 127.0.0.1, RagPositionEmbeddings' standard suite."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from lc_testkit import QUESTION, make_docs
 
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.serve import ModelServer, serve
+from rag_position.testing.openai_double import ModelServer, serve
 from rag_position.strategies import fact, medoid_vote, recite_then_solve
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""An OpenAILike LLM pointed at `rag_position.serve` (127.0.0.1) scores like the local model."""
+"""An OpenAILike LLM pointed at `rag_position.testing.openai_double` (127.0.0.1) scores like the local model."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from llama_index.postprocessor.rag_position import (
 
 from rag_position.models import Scorer
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.serve import ModelServer, serve
+from rag_position.testing.openai_double import ModelServer, serve
 from rag_position.strategies import sandwich_prompt
 
 pytestmark = pytest.mark.slow

@@ -1,11 +1,15 @@
-"""A small OpenAI-compatible HTTP server over a local :class:`TransformersModel`.
+"""A test double of vLLM's OpenAI-compatible server, over a local :class:`TransformersModel`.
 
-It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses, so the
-``openai:`` backend can be exercised end to end without a GPU, and a local model can
-be shared by several processes::
+**For tests, not for serving.** It answers one prompt at a time under one lock and
+records every request; to serve a model, run vLLM (``rag-position serve``, see
+:mod:`rag_position.serving`). What it is for: the failures a real server cannot be
+made to produce on demand. ``fail_next`` answers the next requests with an HTTP error
+(the client's retries), a ``handler=`` subclass alters replies (missing
+log-probabilities, a refused ``max_tokens=0``, several models), and ``count`` says
+how many requests a path saw. The tests of the ``openai:`` backend against vLLM itself
+are in ``tests/test_vllm_server.py``.
 
-    rag-position serve --model embedded --port 8000
-    # then: load_model("openai:http://127.0.0.1:8000/v1")
+It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses:
 
 Endpoints (JSON in, JSON out, standard library only):
 
@@ -40,6 +44,7 @@ produced ``max_tokens`` tokens (end-of-sequence included), else ``"stop"``.
 
 Example:
     >>> from rag_position.models import load_model
+    >>> from rag_position.testing.openai_double import serve
     >>> with serve(load_model("embedded")) as server:        # started in a thread
     ...     remote = load_model("openai:" + server.url)        # the single model is found
     ...     remote.generate(["What is the capital of France?"], max_new_tokens=8)
@@ -48,7 +53,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import threading
@@ -578,35 +582,4 @@ def serve(
     return ModelServer(model, host, port, name=name, handler=handler).start()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``rag-position serve``: serve a local model until interrupted."""
-    from rag_position.models import load_model
-
-    parser = argparse.ArgumentParser(
-        prog="rag-position serve", description="OpenAI-compatible server over a local model"
-    )
-    parser.add_argument("--model", default="embedded", help="a local load_model spec")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
-    parser.add_argument("--served-model-name", default=None, help="default: the model's name")
-    args = parser.parse_args(argv)
-    model = load_model(args.model, dtype=args.dtype)
-    if not isinstance(model, TransformersModel):
-        parser.error(f"--model {args.model!r} is not a local model (use 'embedded' or 'hf:...')")
-    server = ModelServer(model, args.host, args.port, name=args.served_model_name)
-    print(f"serving {server.model_name} at {server.url} (Ctrl-C to stop)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
-
-
-__all__ = ["HTTPError", "ModelServer", "OpenAIHandler", "main", "serve"]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["HTTPError", "ModelServer", "OpenAIHandler", "serve"]

