@@ -107,7 +107,7 @@ def export_gguf(gguf: Path, dest: Path | None = None) -> Path:
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         # save_pretrained refuses a model loaded from GGUF: copy its weights into a plain one.
-        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
         plain.load_state_dict(loaded.state_dict())
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

@@ -1,4 +1,4 @@
-"""The openai: backend against a real HTTP server (rag_position.testing.openai_double) over the embedded model."""
+"""The openai: backend against the test double of a server (rag_position.testing.openai_double)."""
 
 from __future__ import annotations
 

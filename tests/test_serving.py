@@ -108,7 +108,7 @@ def test_models_that_cannot_be_served_are_named(spec: str, message: str) -> None
 
 
 def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ModelSpecError, match="no config.json"):
+    with pytest.raises(ModelSpecError, match=r"no config\.json"):
         model_folder(f"hf:{tmp_path}")
 
 

@@ -343,8 +343,9 @@ class OpenAICompatibleModel:
     def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
         """Score by forced generation (module doc); None where this server cannot."""
         ids, starts, ends = self._tokenize_with_offsets(prompt)
-        if ids is None:
-            return self._no_forcing("its /tokenize token strings do not spell the prompt")
+        if ids is None or starts is None or ends is None:
+            self._no_forcing("its /tokenize token strings do not spell the prompt")
+            return None
         lo, hi = span
         scored = [i for i in range(1, len(ids)) if starts[i] < hi and ends[i] > lo]
         if not scored:
@@ -375,13 +376,15 @@ class OpenAICompatibleModel:
                 raw_bad_request=True,
             )
         except openai.BadRequestError as exc:
-            return self._no_forcing(_server_message(exc))
+            self._no_forcing(_server_message(exc))
+            return None
         choice = reply.choices[0] if reply.choices else None
         lp = choice.logprobs if choice is not None else None
         tokens = lp.tokens if lp is not None else None
         values = lp.token_logprobs if lp is not None else None
         if tokens != [f"token_id:{t}" for t in target] or values is None:
-            return self._no_forcing("the generated tokens were not the forced ones")
+            self._no_forcing("the generated tokens were not the forced ones")
+            return None
         if len(values) != len(target) or any(v is None for v in values):
             raise BackendError(
                 f"{self.base_url}/completions returned {len(values)} log-probabilities for "
@@ -398,7 +401,6 @@ class OpenAICompatibleModel:
                 "or use scoring='echo'"
             )
         self._forcing = False  # auto: echo from now on
-        return None
 
     def _tokenize_with_offsets(
         self, prompt: str

@@ -30,7 +30,7 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 KEY = "rag_position_force"
 
 
-class ForceTokens(AdapterLogitsProcessor):
+class ForceTokens(AdapterLogitsProcessor):  # type: ignore[misc]
     """Per request: the k-th output token is the k-th id of ``extra_args[KEY]``."""
 
     @classmethod

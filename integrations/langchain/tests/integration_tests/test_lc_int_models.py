@@ -1,5 +1,6 @@
 """The embedded model through our adapters: runnables, ChatRagPosition, the OpenAI scorer
-adapter against `rag_position.testing.openai_double` on 127.0.0.1, RagPositionEmbeddings' standard suite."""
+adapter against the server double (`rag_position.testing.openai_double`, 127.0.0.1),
+RagPositionEmbeddings' standard suite. Against a real vLLM server: test_lc_vllm.py."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from langchain_tests.integration_tests import EmbeddingsIntegrationTests
 from lc_testkit import QUESTION, make_docs
 
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing.openai_double import ModelServer, serve
 from rag_position.strategies import fact, medoid_vote, recite_then_solve
+from rag_position.testing.openai_double import ModelServer, serve
 
 pytestmark = pytest.mark.slow
 

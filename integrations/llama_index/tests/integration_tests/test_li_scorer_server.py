@@ -1,4 +1,7 @@
-"""An OpenAILike LLM pointed at `rag_position.testing.openai_double` (127.0.0.1) scores like the local model."""
+"""An OpenAILike LLM pointed at the server double (127.0.0.1) scores like the local model.
+
+The double is `rag_position.testing.openai_double`; against a real vLLM server:
+test_li_vllm.py."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from llama_index.postprocessor.rag_position import (
 
 from rag_position.models import Scorer
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing.openai_double import ModelServer, serve
 from rag_position.strategies import sandwich_prompt
+from rag_position.testing.openai_double import ModelServer, serve
 
 pytestmark = pytest.mark.slow
 
