@@ -87,7 +87,11 @@ def vllm_server() -> Iterator[VLLMTestServer]:
     try:
         find_vllm_python()
     except VLLMNotInstalledError as exc:
-        _vllm_unavailable(str(exc))
+        failed = Path(__file__).resolve().parent / ".vllm-install.log"  # scripts/setup.sh --dev
+        said = ""
+        if failed.is_file():
+            said = "; its install failed:\n" + "\n".join(failed.read_text().splitlines()[-5:])
+        _vllm_unavailable(f"{exc}{said}")
     log = Path(tempfile.mkdtemp(prefix="rag-position-vllm-")) / "serve.log"
     command = [
         sys.executable, "-m", "rag_position.cli", "serve",
@@ -122,6 +126,8 @@ def vllm_server() -> Iterator[VLLMTestServer]:
         yield VLLMTestServer(match.group(1), match.group(2), match.group(3), log)
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
+        # (were the CLI killed instead, vLLM would still end: it gets SIGTERM when its
+        # parent dies)
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:

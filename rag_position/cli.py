@@ -102,6 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> int:
     """Start vLLM, print the spec once it answers, serve until Ctrl-C or until vLLM exits."""
     import os
+    import signal
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C and `kill` both stop vLLM with it, even where SIGINT came in ignored (a
+    # command started in the background by a shell).
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
 
     from rag_position.errors import RagPositionError
     from rag_position.serving import VLLMServer

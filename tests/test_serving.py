@@ -177,3 +177,37 @@ def test_arguments_after_a_double_dash_go_to_vllm(
     )
     assert code == 2 and "stopped here by the test" in capsys.readouterr().err
     assert seen["command"][-3:] == ["--enforce-eager", "--seed", "3"]  # type: ignore[index]
+
+
+def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """vLLM runs in its own session; a parent killed outright still takes it down."""
+    import os
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "pid"
+    fake = tmp_path / "python"  # plays vLLM: never ready, never exits by itself
+    fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
+    fake.chmod(0o755)
+    script = (
+        "from rag_position.serving import VLLMServer; "
+        f"VLLMServer('embedded', port=0, vllm_python={str(fake)!r}).start()"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 120
+    while not pid_file.is_file() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None, "the fake vLLM never ran"
+        time.sleep(0.2)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        if time.monotonic() > deadline:
+            os.kill(child, 9)
+            raise AssertionError("the server outlived the process that started it")
+        time.sleep(0.2)

@@ -45,12 +45,18 @@ def test_every_component_has_a_short_example() -> None:
         assert name in README.read_text(encoding="utf-8") or name.islower() or "_" in name, name
 
 
+SERVER_URL = "http://127.0.0.1:8000/v1"  # the README's vLLM example: `rag-position serve`
+
+
 def test_readme_examples_run_as_written() -> None:
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     out = io.StringIO()
     blocks = _blocks()
     assert len(blocks) >= 13
     for i, code in enumerate(blocks):
+        if SERVER_URL in code:
+            continue  # run against the session's vLLM server below
+
         with contextlib.redirect_stdout(out):
             try:
                 exec(compile(code, f"README.md block {i}", "exec"), namespace)
@@ -63,3 +69,18 @@ def test_readme_examples_run_as_written() -> None:
     response = namespace["response"]
     assert len(response.metadata["rag_position"]["answers"]) == 3  # the medoid engine ran last
     assert namespace["llm"].core_model is not None
+
+
+def test_the_vllm_example_runs_against_a_real_server(vllm_server: Any) -> None:
+    """The README's OpenAILike example, its URL pointed at the session's vLLM server."""
+    blocks = _blocks()
+    first = next(i for i, b in enumerate(blocks) if SERVER_URL in b)
+    namespace: dict[str, Any] = {"__name__": "__readme__"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for code in blocks[:first]:  # what the example builds on (nodes, imports)
+            exec(compile(code, "README.md", "exec"), namespace)
+        code = blocks[first].replace(SERVER_URL, vllm_server.base_url)
+        assert 'model="smollm2-135m-instruct"' in code and vllm_server.name == "smollm2-135m-instruct"
+        exec(compile(code, f"README.md block {first}", "exec"), namespace)
+    assert "'strategy': 'likelihood_selection'" in out.getvalue().splitlines()[-1]
