@@ -82,7 +82,7 @@ SCORER_FORMS = (
     "score_spans(prompts, spans) (a rag_position Scorer, e.g. load_model('embedded')), "
     "our framework model wrapper over such a model, or an OpenAI-compatible framework model "
     "(a base URL and a model name) pointed at a server that returns prompt log-probabilities "
-    "(vLLM, `rag-position serve`)"
+    "(any vLLM server, e.g. the one `rag-position serve` starts)"
 )
 GENERATOR_FORMS = (
     "a framework chat model or LLM, a load_model spec string (" + ACCEPTED_SPECS + "), or "
@@ -322,15 +322,16 @@ def openai_scorer(
     """rag-position's ``openai:`` backend at ``base_url`` for ``model`` (nothing is sent here).
 
     The frameworks only read these values off their OpenAI-compatible models. The
-    server must return prompt log-probabilities (``echo`` with ``logprobs``): vLLM and
-    ``rag-position serve`` do; OpenAI's hosted API does not, so an empty ``base_url``
+    server must return prompt log-probabilities (``echo`` with ``logprobs``) or force
+    tokens: vLLM does (``rag-position serve`` starts one that does both); OpenAI's hosted
+    API does not, so an empty ``base_url``
     (the hosted default) is refused. A bad ``timeout``/``max_retries`` is ignored.
     """
     if not base_url:
         raise ValueError(
             f"{label} points at OpenAI's hosted API, which does not return prompt "
-            "log-probabilities, so it cannot score; set its base URL to a vLLM (or "
-            "`rag-position serve`) server, or pass another scorer"
+            "log-probabilities, so it cannot score; set its base URL to a vLLM server (e.g. "
+            "the one `rag-position serve` starts), or pass another scorer"
         )
     if not isinstance(model, str) or not model:
         raise ValueError(f"{label} names no model (model=...), so it cannot score")

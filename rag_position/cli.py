@@ -100,9 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> int:
-    """Start vLLM, print the spec once it answers, serve until Ctrl-C or until vLLM exits."""
+    """Start vLLM, print the spec once it answers, serve until Ctrl-C, `kill` or vLLM exits."""
     import os
     import signal
+
+    from rag_position.errors import RagPositionError
+    from rag_position.serving import VLLMServer
 
     def interrupted(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -111,11 +114,8 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
     # command started in the background by a shell).
     signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)
-
-    from rag_position.errors import RagPositionError
-    from rag_position.serving import VLLMServer
-
     api_key = args.api_key or os.environ.get("RAG_POSITION_API_KEY") or None
+    server: VLLMServer | None = None
     try:
         server = VLLMServer(
             args.model,
@@ -134,27 +134,30 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
         print(f"starting vLLM for {args.model} (its log follows on stderr)...", flush=True)
         start = time.perf_counter()
         server.start()
+        key_hint = " (clients send the key: export OPENAI_API_KEY=<the key>)" if api_key else ""
+        print(
+            f"\nvLLM is serving {server.served_model_name} at {server.base_url} "
+            f"(ready in {time.perf_counter() - start:.0f} s){key_hint}. Use it with:\n\n"
+            f"  --model {server.spec}\n\n"
+            f"e.g. rag-position eval quick --model {server.spec} --concurrency 8\n"
+            "Ctrl-C stops the server.",
+            flush=True,
+        )
+        code = server.wait()
     except (RagPositionError, ValueError) as exc:
         print(f"rag-position serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
-    key_hint = " (clients send the key: export OPENAI_API_KEY=<the key>)" if api_key else ""
-    print(
-        f"\nvLLM is serving {server.served_model_name} at {server.base_url} "
-        f"(ready in {time.perf_counter() - start:.0f} s){key_hint}. Use it with:\n\n"
-        f"  --model {server.spec}\n\n"
-        f"e.g. rag-position eval quick --model {server.spec} --concurrency 8\n"
-        "Ctrl-C stops the server.",
-        flush=True,
-    )
-    try:
-        code = server.wait()
-    except KeyboardInterrupt:
-        server.stop()
-        return 0
-    print(f"rag-position serve: vLLM exited with code {code}", file=sys.stderr)
-    return code or 1
+        return 0  # stopped as asked (finally stops vLLM)
+    finally:
+        # a second Ctrl-C must not interrupt the stop and leave vLLM running
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if server is not None:
+            server.stop()
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    print(f"rag-position serve: vLLM {how}", file=sys.stderr)
+    return 128 - code if code < 0 else code or 1
 
 
 def demo_command(args: argparse.Namespace) -> int:

@@ -43,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -57,6 +57,19 @@ VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 PLUGIN_DIR = Path(__file__).resolve().parent / "vllm_plugin"
 FORCE_PROCESSOR = "rag_position_vllm:ForceTokens"
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+MANAGED_FLAGS = {  # vLLM flags VLLMServer sets: what to use instead of passing them through
+    "--model": "use --model",
+    "--served-model-name": "use --served-model-name",
+    "--host": "use --host",
+    "--port": "use --port",
+    "--dtype": "use --dtype",
+    "--max-model-len": "use --max-model-len",
+    "--tensor-parallel-size": "use --tensor-parallel-size",
+    "-tp": "use --tensor-parallel-size",
+    "--api-key": "use --api-key",
+    "--logits-processors": "forced scoring needs rag-position's processor alone",
+    "--logprobs-mode": "forced scoring needs vLLM's default, raw_logprobs",
+}
 
 
 class VLLMNotInstalledError(RagPositionError, RuntimeError):
@@ -187,7 +200,8 @@ def find_vllm_python(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
@@ -201,22 +215,32 @@ def _has_nvidia_gpu() -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the process that started it dies (Linux).
+def _death_signal() -> Callable[[], None] | None:
+    """A pre-exec hook: the child gets SIGTERM when its parent dies (Linux), else None.
 
     vLLM runs in its own session (so that stop() reaches its workers), which also means
-    that a killed parent would leave it running; the kernel's parent-death signal
-    ends it instead.
+    that a killed parent would leave it running; the kernel's parent-death signal ends
+    it instead. ``prctl`` is looked up here, in the parent, so that the child runs no
+    import between fork and exec. The signal follows the *thread* that started the
+    child: call :meth:`VLLMServer.start` from a thread that lives as long as the server
+    (the main thread, as the CLI does).
     """
     if sys.platform != "linux":
-        return
+        return None
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call: no signal will come
+            os._exit(1)
+
+    return hook
 
 
 # ---------------------------------------------------------------------- the server
@@ -274,6 +298,13 @@ class VLLMServer:
             raise ValueError(f"tensor_parallel_size must be >= 1, got {tensor_parallel_size}")
         if startup_timeout <= 0:
             raise ValueError(f"startup_timeout must be > 0 seconds, got {startup_timeout}")
+        for arg in extra_args:
+            flag = arg.split("=", 1)[0].replace("_", "-")
+            if flag in MANAGED_FLAGS:
+                raise ValueError(
+                    f"{flag} is set by rag-position serve itself (the printed spec depends on "
+                    f"it); {MANAGED_FLAGS[flag]}"
+                )
         self.model = model
         self.host = host
         self.port = port
@@ -365,7 +396,7 @@ class VLLMServer:
             errors="replace",
             env=self.environment(),
             start_new_session=True,  # so stop() can end vLLM's worker processes too
-            preexec_fn=_die_with_parent,
+            preexec_fn=_death_signal(),
         )
         self._reader = threading.Thread(target=self._pump, daemon=True, name="vllm-log")
         self._reader.start()
@@ -399,6 +430,7 @@ class VLLMServer:
         assert self.process is not None
         deadline = time.monotonic() + self.startup_timeout
         url = self.base_url.removesuffix("/v1") + "/health"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no http_proxy
         while True:
             code = self.process.poll()
             if code is not None:
@@ -409,7 +441,7 @@ class VLLMServer:
                     + self.output_tail()
                 )
             try:
-                with urllib.request.urlopen(url, timeout=5) as reply:
+                with direct.open(url, timeout=5) as reply:
                     if reply.status == 200:
                         return
             except (urllib.error.URLError, OSError):

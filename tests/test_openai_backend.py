@@ -369,3 +369,46 @@ def test_count_tokens_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tiktoken, "get_encoding", offline)
     with pytest.raises(BackendError, match="TIKTOKEN_CACHE_DIR"):
         OpenAICompatibleModel("http://127.0.0.1:9/v1", "gpt-4o").count_tokens("a b c")
+
+
+# ---------------------------------------------------------------------- forced scoring
+def test_a_server_that_does_not_force_is_detected_and_scored_by_echo(server: ModelServer) -> None:
+    """The double, like a vLLM without rag-position's processor, ignores vllm_xargs."""
+    prompt = PROMPT
+    span = _spans(prompt)["end"]
+    echo = _client(server, scoring="echo").score_spans([prompt], [span])[0]
+    auto = _client(server)  # scoring="auto"
+    before = server.count("/tokenize")
+    got = auto.score_spans([prompt, prompt], [span, span])
+    assert server.count("/tokenize") - before == 1  # tried once, then echo only
+    assert got[0] == got[1] == echo
+    with pytest.raises(ScoringUnsupportedError, match="rag-position serve"):
+        _client(server, scoring="forced").score_spans([prompt], [span])
+
+
+def test_an_unknown_scoring_mode_is_refused(server: ModelServer) -> None:
+    with pytest.raises(ValueError, match="scoring must be one of auto, forced, echo"):
+        _client(server, scoring="fast")
+
+
+def test_token_char_ranges_follow_the_bytes() -> None:
+    from rag_position.models.openai_backend import token_char_ranges
+
+    # byte-level BPE: "Ġ" is a space; "é" split over two tokens (0xC3, 0xA9)
+    assert token_char_ranges(["Hi", "Ġthere"], "Hi there") == ([0, 2], [2, 8])
+    assert token_char_ranges(["caf", "Ã", "©", "!"], "café!") == ([0, 3, 3, 4], [3, 4, 4, 5])
+    assert token_char_ranges(["<s>", "Hi"], "Hi") == ([0, 0], [0, 2])  # a BOS the text lacks
+    assert token_char_ranges(["Hi", "Ġthere"], "Hi here") is None  # not this text: no ranges
+    # SentencePiece: "▁" is a space, <0x0A> a byte; the space before the first word and
+    # the BOS are not in the text
+    assert token_char_ranges(["▁a", "<0x0A>", "b"], " a\nb") == ([0, 2, 3], [2, 3, 4])
+    assert token_char_ranges(["<s>", "▁Hello", "▁world"], "Hello world") == (
+        [0, 0, 5],
+        [0, 5, 11],
+    )
+    # a BOS outside the byte-level alphabet does not decide how the rest is read
+    bos = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"  # DeepSeek's
+    assert token_char_ranges([bos, "Hi", "Ġyou"], "Hi you") == (
+        [0, 0, 2],
+        [0, 2, 6],
+    )

@@ -211,3 +211,11 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
             os.kill(child, 9)
             raise AssertionError("the server outlived the process that started it")
         time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    "extra", [["--port", "9"], ["--served-model-name=x"], ["--logprobs-mode", "processed_logprobs"]]
+)
+def test_flags_the_spec_depends_on_cannot_be_passed_through(extra: list[str]) -> None:
+    with pytest.raises(ValueError, match="is set by rag-position serve itself"):
+        VLLMServer("embedded", extra_args=extra)

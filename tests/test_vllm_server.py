@@ -101,10 +101,12 @@ def test_score_spans_match_the_local_backend(
         assert abs(a.mean - b.mean) <= SCORE_BOUND, (i, a, b)
         assert abs(a.sum - b.sum) <= SCORE_BOUND * a.n_tokens, (i, a, b)
         print(f"{scoring} span {i}: |mean difference| {abs(a.mean - b.mean):.2e}")
-    # forced generation sends the prompt only up to the span's end; echo sends it all
+    # forced generation sends the prompt only up to the span's end; echo sends it all.
+    # Either way scoring generates nothing: forced tokens are metered as tokens read.
     sent = remote.usage.prompt_tokens
     full = sum(embedded_raw.count_tokens(p) for p in prompts)
     assert (sent < full) if scoring == "forced" else (sent == full), (sent, full)
+    assert remote.usage.generated_tokens == 0 and remote.usage.lm_calls == len(prompts)
 
 
 def test_count_tokens_uses_the_server_tokenizer(

@@ -24,7 +24,7 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
     ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
     ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
-    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``.
+    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``, ``scoring``.
 
     Example:
         >>> model = load_model("embedded")                       # offline, ~15 s to load

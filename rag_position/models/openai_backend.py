@@ -1,4 +1,6 @@
-"""Any OpenAI-compatible server (vLLM, ``rag-position serve``, OpenAI) as a Generator and Scorer.
+"""Any OpenAI-compatible server (vLLM, OpenAI...) as a Generator, and vLLM as a Scorer.
+
+``rag-position serve`` starts vLLM for a local model (:mod:`rag_position.serving`).
 
 Requests go through the ``openai`` client, whose retries back off exponentially on
 408, 409, 429, 5xx, connection errors and timeouts (``max_retries`` of them, each
@@ -40,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -82,16 +85,15 @@ class OpenAICompatibleModel:
     ``generate`` uses ``/v1/chat/completions`` (the server applies the chat template)
     when ``chat_template`` is true, else ``/v1/completions`` with the raw prompt.
 
-    ``score_spans`` always uses ``/v1/completions`` with ``echo=True``, ``logprobs=1``
-    and ``max_tokens=0`` (1 where a server refuses 0), so the **raw prompt is scored
-    without a chat template**: completions endpoints apply none. Scores therefore
-    equal a local model's with ``chat_template=False``. It needs a server that returns
-    prompt log-probabilities (vLLM does; OpenAI's hosted chat models do not, which
-    raises :class:`ScoringUnsupportedError`).
+    ``score_spans`` always uses ``/v1/completions``, by forced generation or echo
+    (``scoring=``, module doc), so the **raw prompt is scored without a chat
+    template**: completions endpoints apply none. Scores therefore equal a local
+    model's with ``chat_template=False``. It needs a server that forces tokens or
+    returns prompt log-probabilities (vLLM does; OpenAI's hosted chat models do not,
+    which raises :class:`ScoringUnsupportedError`).
 
     ``count_tokens`` uses tiktoken for OpenAI model names (``gpt-*``, ``o1``...), else
-    the server's ``/tokenize`` endpoint (vLLM and ``rag-position serve`` have one;
-    one request per call).
+    the server's ``/tokenize`` endpoint (vLLM has one; one request per call).
 
     Example:
         >>> model = load_model("openai:http://localhost:8000/v1", model="Qwen2.5-7B-Instruct")
@@ -341,11 +343,20 @@ class OpenAICompatibleModel:
         return self._map(one, jobs)
 
     def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
-        """Score by forced generation (module doc); None where this server cannot."""
-        ids, starts, ends = self._tokenize_with_offsets(prompt)
-        if ids is None or starts is None or ends is None:
-            self._no_forcing("its /tokenize token strings do not spell the prompt")
+        """Score by forced generation (module doc); None: score this prompt by echo.
+
+        A server that cannot force (no token strings from /tokenize, a refused request,
+        output that is not the forced tokens) turns forcing off for this model under
+        ``scoring="auto"``; a prompt whose token strings do not spell it is scored by
+        echo alone. An unreachable or failing server is an error either way.
+        """
+        tokenized = self._tokenize_with_offsets(prompt)
+        if tokenized is None:
             return None
+        ids, starts, ends = tokenized
+        window = self.max_context
+        if window is not None and len(ids) > window:
+            raise ContextLengthError(len(ids), window, f"prompt {index}")
         lo, hi = span
         scored = [i for i in range(1, len(ids)) if starts[i] < hi and ends[i] > lo]
         if not scored:
@@ -365,8 +376,10 @@ class OpenAICompatibleModel:
                     logprobs=0,
                     extra_body={
                         "vllm_xargs": {FORCE_KEY: target},
+                        # generation_config's end-of-sequence ids must not end the forced
+                        # output early (no min_tokens: vLLM would mask those ids, forced
+                        # ones included)
                         "ignore_eos": True,
-                        "min_tokens": b - a,
                         "return_tokens_as_token_ids": True,
                         "skip_special_tokens": False,
                     },
@@ -391,7 +404,12 @@ class OpenAICompatibleModel:
                 f"{len(target)} forced tokens of prompt {index}"
             )
         total = float(sum(values))
-        return SpanScore(total / len(values), total, len(values)), reply.usage
+        # metered as what it is, scoring: the forced tokens count as prompt tokens read
+        usage = reply.usage
+        read = (getattr(usage, "prompt_tokens", 0) or 0) + (
+            getattr(usage, "completion_tokens", 0) or 0
+        )
+        return SpanScore(total / len(values), total, len(values)), _Usage(read, 0)
 
     def _no_forcing(self, why: str) -> None:
         if self.scoring == "forced":
@@ -400,12 +418,10 @@ class OpenAICompatibleModel:
                 "start it with `rag-position serve` (which loads the forcing logits processor) "
                 "or use scoring='echo'"
             )
-        self._forcing = False  # auto: echo from now on
+        self._forcing = False  # auto: echo from now on (a bool write; every reply is checked)
 
-    def _tokenize_with_offsets(
-        self, prompt: str
-    ) -> tuple[list[int], list[int], list[int]] | tuple[None, None, None]:
-        """The server's token ids of ``prompt`` and each token's character range."""
+    def _tokenize_with_offsets(self, prompt: str) -> tuple[list[int], list[int], list[int]] | None:
+        """The server's token ids of ``prompt`` and each token's character range, or None."""
         root = self.base_url.removesuffix("/v1")
         body = {
             "model": self.name,
@@ -419,16 +435,28 @@ class OpenAICompatibleModel:
                 "/tokenize",
                 raw_bad_request=True,
             )
-        except (BackendError, openai.BadRequestError):
-            return None, None, None
-        if not isinstance(reply, dict):
-            return None, None, None
-        ids, strs = reply.get("tokens"), reply.get("token_strs")
+        except openai.BadRequestError as exc:  # no such option here: a capability
+            self._no_forcing(f"/tokenize refused token strings: {_server_message(exc)}")
+            return None
+        except BackendError as exc:
+            if isinstance(exc.__cause__, openai.NotFoundError):  # no /tokenize endpoint
+                self._no_forcing("it has no /tokenize endpoint")
+                return None
+            raise  # unreachable, failing: not a reason to score differently
+        ids = reply.get("tokens") if isinstance(reply, dict) else None
+        strs = reply.get("token_strs") if isinstance(reply, dict) else None
         if not isinstance(ids, list) or not isinstance(strs, list) or len(ids) != len(strs):
-            return None, None, None
+            self._no_forcing("its /tokenize returns no token strings")
+            return None
         ranges = token_char_ranges(strs, prompt)
-        if ranges is None:
-            return None, None, None
+        if ranges is None:  # this prompt's token strings do not spell it: echo scores it
+            if self.scoring == "forced":
+                raise ScoringUnsupportedError(
+                    f"the token strings {self.base_url.removesuffix('/v1')}/tokenize returns "
+                    f"for {self.name!r} do not spell the prompt, so spans cannot be placed on "
+                    "them; use scoring='echo' or 'auto'"
+                )
+            return None
         return [int(i) for i in ids], ranges[0], ranges[1]
 
     def _echo(self, prompt: str, index: int) -> Completion:
@@ -537,6 +565,12 @@ class OpenAICompatibleModel:
         )
 
 
+@dataclass(frozen=True)
+class _Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
 def _server_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict) and isinstance(body.get("message"), str):
@@ -597,57 +631,66 @@ _BYTE_DECODER = _byte_decoder()
 _SP_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
-def _token_bytes(token: str) -> bytes | None:
-    """A token string's bytes: byte-level BPE (GPT-2, Llama 3, SmolLM), else SentencePiece."""
-    if all(c in _BYTE_DECODER for c in token):
-        return bytes(_BYTE_DECODER[c] for c in token)
-    byte = _SP_BYTE.fullmatch(token)
-    if byte:
-        return bytes([int(byte.group(1), 16)])
-    return token.replace("\u2581", " ").encode("utf-8")
+def _token_bytes(tokens: Sequence[str]) -> list[bytes]:
+    """Token strings' bytes: byte-level BPE (GPT-2, Llama 3, SmolLM) where every character
+    is in its alphabet, else SentencePiece (``\u2581`` a space, ``<0xNN>`` a byte)."""
+    if all(c in _BYTE_DECODER for t in tokens for c in t):
+        return [bytes(_BYTE_DECODER[c] for c in t) for t in tokens]
+    out = []
+    for token in tokens:
+        byte = _SP_BYTE.fullmatch(token)
+        out.append(
+            bytes([int(byte.group(1), 16)]) if byte else token.replace("\u2581", " ").encode()
+        )
+    return out
 
 
 def token_char_ranges(tokens: Sequence[str], text: str) -> tuple[list[int], list[int]] | None:
     """Each token's ``[start, end)`` character range in ``text``, from its token strings.
 
-    None unless the tokens spell ``text`` exactly (after one leading special token the
-    text does not hold, such as a BOS, which gets an empty range at 0): the caller then
-    uses another way. A token that ends inside a multi-byte character reaches to that
-    character's end; one that starts inside it starts at its start.
+    None unless the tokens spell ``text`` exactly, allowing a leading special token the
+    text does not hold (a BOS: an empty range at 0) and SentencePiece's space before the
+    first word (not counted). The caller then uses another way. A token that ends inside
+    a multi-byte character reaches to that character's end; one that starts inside it
+    starts at its start.
 
     Example:
         >>> token_char_ranges(["Hello", "\u0120world"], "Hello world")
         ([0, 5], [5, 11])
+        >>> token_char_ranges(["<s>", "\u2581Hello", "\u2581world"], "Hello world")
+        ([0, 0, 5], [0, 5, 11])
     """
-    pieces = [_token_bytes(t) for t in tokens]
-    if any(p is None for p in pieces):
-        return None
     data = text.encode("utf-8")
-    skip = 0
-    joined = b"".join(p for p in pieces if p is not None)
-    if joined != data:
-        first = tokens[0] if tokens else ""
-        rest = b"".join(p for p in pieces[1:] if p is not None)
-        if not (first.startswith("<") and first.endswith(">") and rest == data):
-            return None
-        skip = 1
+    first = tokens[0] if tokens else ""
+    special = first.startswith("<") and first.endswith(">") and len(first) > 2
+    skip, lead = -1, 0
+    for k in (0, 1) if special else (0,):
+        pieces = _token_bytes(tokens[k:])
+        joined = b"".join(pieces)
+        if joined == data:
+            skip = k
+            break
+        if joined == b" " + data and pieces and pieces[0].startswith(b" "):  # SentencePiece
+            skip, lead = k, 1
+            break
+    if skip < 0:
+        return None
     char_of_byte = [0] * (len(data) + 1)
     position = 0
     for index, char in enumerate(text):
         width = len(char.encode("utf-8"))
-        for k in range(width):
-            char_of_byte[position + k] = index
+        for j in range(width):
+            char_of_byte[position + j] = index
         position += width
     char_of_byte[len(data)] = len(text)
     starts: list[int] = [0] * skip
     ends: list[int] = [0] * skip
-    offset = 0
-    for piece in pieces[skip:]:
-        assert piece is not None
-        start, end = offset, offset + len(piece)
+    offset = -lead  # the dummy space sits before the text
+    for piece in pieces:
+        start, end = max(offset, 0), max(offset + len(piece), 0)
         starts.append(char_of_byte[start] if start < len(data) else len(text))
         ends.append(char_of_byte[end - 1] + 1 if end > start else starts[-1])
-        offset = end
+        offset += len(piece)
     return starts, ends
 
 

@@ -16,7 +16,7 @@ Endpoints (JSON in, JSON out, standard library only):
 ``GET /v1/models``
     The one served model, with vLLM's ``max_model_len``.
 ``POST /v1/completions``
-    ``model``, ``prompt`` (a string or a list of strings), ``max_tokens`` (default 16;
+    ``model``, ``prompt`` (a string, a list of strings, or token ids), ``max_tokens`` (default 16;
     0 is allowed with ``echo``: the prompt alone is returned), ``temperature``,
     ``seed``, ``stop``, ``echo``, ``logprobs``. The prompt is used raw, without the
     chat template, as vLLM does. With ``logprobs`` the response carries vLLM's layout:
@@ -32,7 +32,9 @@ Endpoints (JSON in, JSON out, standard library only):
     ``seed``, ``stop``; the model's chat template is applied.
 ``POST /tokenize``
     vLLM's tokenizer endpoint: ``{"prompt": ..., "add_special_tokens": true}`` gives
-    ``{"count", "max_model_len", "tokens"}``.
+    ``{"count", "max_model_len", "tokens"}`` (and ``token_strs`` with
+    ``"return_token_strs": true``). Like a vLLM server without rag-position's logits
+    processor, it ignores ``vllm_xargs``: it never forces tokens.
 ``GET /health``
     200 with an empty body once the server runs.
 
@@ -258,6 +260,10 @@ class OpenAIHandler(BaseHTTPRequestHandler):
     def completions(self, req: JSON) -> JSON:
         self._check_model(req)
         prompt = req.get("prompt")
+        if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
+            # token ids, as vLLM takes them: decoded to text here (the double is not exact
+            # about re-tokenisation; it only has to accept them)
+            prompt = self.server.raw_model.tokenizer.decode(prompt)
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) for p in prompts)):
             raise HTTPError(400, "prompt must be a string or a non-empty list of strings")
@@ -385,7 +391,13 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         model = self.server.raw_model
         with self.server.lock:
             ids = list(model.tokenizer(prompt, add_special_tokens=special)["input_ids"])
-        return {"count": len(ids), "max_model_len": model.max_context, "tokens": ids}
+            strs = (
+                model.tokenizer.convert_ids_to_tokens(ids) if req.get("return_token_strs") else None
+            )
+        reply: JSON = {"count": len(ids), "max_model_len": model.max_context, "tokens": ids}
+        if strs is not None:
+            reply["token_strs"] = strs  # as vLLM: the tokenizer's own token strings
+        return reply
 
 
 def _content(message: JSON) -> str:

@@ -22,6 +22,7 @@ server without this processor is detected, never trusted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from vllm import SamplingParams
@@ -32,6 +33,15 @@ KEY = "rag_position_force"
 
 class ForceTokens(AdapterLogitsProcessor):  # type: ignore[misc]
     """Per request: the k-th output token is the k-th id of ``extra_args[KEY]``."""
+
+    def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
+        super().__init__(vllm_config, device, is_pin_memory)
+        mode = getattr(vllm_config.model_config, "logprobs_mode", "raw_logprobs")
+        if mode != "raw_logprobs":
+            # the reported log-probabilities would be those after forcing (all 0)
+            raise ValueError(
+                f"rag_position_vllm.ForceTokens needs --logprobs-mode raw_logprobs, not {mode}"
+            )
 
     @classmethod
     def validate_params(cls, params: SamplingParams) -> None:
@@ -61,6 +71,8 @@ class ForceTokens(AdapterLogitsProcessor):  # type: ignore[misc]
             if step >= len(forced):
                 return logits
             token = forced[step]
+            if not 0 <= token < logits.shape[-1]:
+                return logits  # not a token of this model: the client sees it unforced
             keep = logits[token].clone()
             logits.fill_(float("-inf"))
             logits[token] = keep
