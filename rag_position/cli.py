@@ -112,8 +112,7 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
 
     # Ctrl-C and `kill` both stop vLLM with it, even where SIGINT came in ignored (a
     # command started in the background by a shell).
-    signal.signal(signal.SIGINT, interrupted)
-    signal.signal(signal.SIGTERM, interrupted)
+    previous = signal.signal(signal.SIGINT, interrupted), signal.signal(signal.SIGTERM, interrupted)
     api_key = args.api_key or os.environ.get("RAG_POSITION_API_KEY") or None
     server: VLLMServer | None = None
     try:
@@ -155,6 +154,8 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if server is not None:
             server.stop()
+        signal.signal(signal.SIGINT, previous[0])  # as they were (main() may be a library call)
+        signal.signal(signal.SIGTERM, previous[1])
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     print(f"rag-position serve: vLLM {how}", file=sys.stderr)
     return 128 - code if code < 0 else code or 1

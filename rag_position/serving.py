@@ -236,6 +236,8 @@ def _death_signal() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def hook() -> None:
+        # an ignored SIGTERM is inherited across exec: vLLM must be able to receive it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent died before the call: no signal will come
             os._exit(1)

@@ -227,7 +227,8 @@ def test_unknown_model_is_a_backend_error(server: ModelServer) -> None:
 
 # ---------------------------------------------------------------------- faults
 def test_5xx_and_429_are_retried(server: ModelServer) -> None:
-    remote = _client(server, chat_template=False, max_retries=4)
+    # echo: the faults go to the scoring request itself, not to a probe for forcing
+    remote = _client(server, chat_template=False, max_retries=4, scoring="echo")
     before = server.count("/v1/completions")
     server.fail_next(2, status=500)  # the client's own exponential backoff: ~0.5 s + ~1 s
     assert len(remote.generate(["Hello"], max_new_tokens=2)) == 1
@@ -235,6 +236,12 @@ def test_5xx_and_429_are_retried(server: ModelServer) -> None:
     server.fail_next(2, status=429, retry_after=0.01)
     assert remote.score_spans(["Hello there"], [(5, 11)])[0].n_tokens == 1
     assert server.count("/v1/completions") - before == 6
+    # a failing /tokenize while probing for forced scoring is retried, then an error:
+    # never a silent switch to another way of scoring
+    probing = _client(server, max_retries=0)
+    server.fail_next(1, status=503, retry_after=0.01, message="tokenizer down")
+    with pytest.raises(BackendError, match=r"/tokenize answered HTTP 503.*tokenizer down"):
+        probing.score_spans(["Hello there"], [(5, 11)])
 
 
 def test_retries_exhausted_name_status_and_message(server: ModelServer) -> None:
@@ -372,18 +379,35 @@ def test_count_tokens_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ---------------------------------------------------------------------- forced scoring
-def test_a_server_that_does_not_force_is_detected_and_scored_by_echo(server: ModelServer) -> None:
-    """The double, like a vLLM without rag-position's processor, ignores vllm_xargs."""
+def test_a_server_that_does_not_force_is_detected_and_scored_by_echo(
+    embedded_fp32: TransformersModel,
+) -> None:
+    """A double with token strings, like a vLLM without rag-position's processor: it takes
+    the forced request and ignores vllm_xargs, so the output is not the forced tokens."""
     prompt = PROMPT
     span = _spans(prompt)["end"]
-    echo = _client(server, scoring="echo").score_spans([prompt], [span])[0]
-    auto = _client(server)  # scoring="auto"
-    before = server.count("/tokenize")
-    got = auto.score_spans([prompt, prompt], [span, span])
-    assert server.count("/tokenize") - before == 1  # tried once, then echo only
-    assert got[0] == got[1] == echo
-    with pytest.raises(ScoringUnsupportedError, match="rag-position serve"):
-        _client(server, scoring="forced").score_spans([prompt], [span])
+    with serve(embedded_fp32, token_strs=True) as srv:
+        echo = _client(srv, scoring="echo").score_spans([prompt], [span])[0]
+        auto = _client(srv)  # scoring="auto"
+        before = srv.count("/tokenize"), srv.count("/v1/completions")
+        got = auto.score_spans([prompt] * 4, [span] * 4)
+        # one probe (tokenize + a completion that comes back unforced), then echo only
+        assert srv.count("/tokenize") - before[0] == 1
+        assert srv.count("/v1/completions") - before[1] == 1 + 4
+        assert got == [echo] * 4
+        assert auto.usage.generated_tokens == 0  # scoring generates nothing
+        with pytest.raises(ScoringUnsupportedError, match="rag-position serve"):
+            _client(srv, scoring="forced").score_spans([prompt], [span])
+
+
+def test_a_server_without_token_strings_is_probed_once(server: ModelServer) -> None:
+    prompt = PROMPT
+    span = _spans(prompt)["end"]
+    auto = _client(server)
+    before = server.count("/tokenize"), server.count("/v1/completions")
+    auto.score_spans([prompt] * 3, [span] * 3)
+    assert server.count("/tokenize") - before[0] == 1
+    assert server.count("/v1/completions") - before[1] == 3  # echo alone
 
 
 def test_an_unknown_scoring_mode_is_refused(server: ModelServer) -> None:

@@ -45,3 +45,36 @@ def test_pipeline_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -
         assert response.source_nodes  # type: ignore[attr-defined]
         assert all("rag_position" in n.node.metadata for n in response.source_nodes)  # type: ignore[attr-defined]
         assert capsys.readouterr().out.strip()  # the printed answer
+
+
+SCALE_OUT = "## Scale out: serve the model with vLLM"
+
+
+def test_scale_out_examples_run_against_a_real_vllm_server(vllm_server: object) -> None:
+    """The "Scale out" section's LangChain and LlamaIndex blocks, pointed at the session's vLLM."""
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split(SCALE_OUT, 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2
+    url = "http://127.0.0.1:8000/v1"
+    texts = ["Lyon is in France.", "Paris is the capital of France.", "Rome is in Italy."]
+    for i, block in enumerate(blocks):
+        assert url in block and f'"{vllm_server.name}"' in block  # type: ignore[attr-defined]
+        namespace: dict[str, object] = {}
+        code = block.replace(url, vllm_server.base_url)  # type: ignore[attr-defined]
+        exec(compile(code, f"README.md Scale out block {i}", "exec"), namespace)
+        reorder = namespace["reorder"]
+        if i == 0:
+            docs = reorder.compress_documents(  # type: ignore[attr-defined]
+                [Document(page_content=t) for t in texts], "What is the capital of France?"
+            )
+            assert sorted(d.page_content for d in docs) == sorted(texts)
+        else:
+            nodes = reorder.postprocess_nodes(  # type: ignore[attr-defined]
+                [NodeWithScore(node=TextNode(text=t)) for t in texts],
+                query_str="What is the capital of France?",
+            )
+            assert sorted(n.node.text for n in nodes) == sorted(texts)

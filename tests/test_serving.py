@@ -189,7 +189,8 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     fake = tmp_path / "python"  # plays vLLM: never ready, never exits by itself
     fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
     fake.chmod(0o755)
-    script = (
+    script = (  # a parent that ignores SIGTERM, which its children would inherit
+        "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "from rag_position.serving import VLLMServer; "
         f"VLLMServer('embedded', port=0, vllm_python={str(fake)!r}).start()"
     )
@@ -202,10 +203,13 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 20
+    stat = Path(f"/proc/{child}/stat")
     while True:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
+        try:  # a zombie is dead too: whoever adopted it may not have reaped it yet
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        if state in ("Z", "X"):
             break
         if time.monotonic() > deadline:
             os.kill(child, 9)
@@ -219,3 +223,11 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
 def test_flags_the_spec_depends_on_cannot_be_passed_through(extra: list[str]) -> None:
     with pytest.raises(ValueError, match="is set by rag-position serve itself"):
         VLLMServer("embedded", extra_args=extra)
+
+
+def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert main(["serve", "--port", "70000", "--vllm-python", sys.executable]) == 2
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

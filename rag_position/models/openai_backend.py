@@ -141,6 +141,7 @@ class OpenAICompatibleModel:
         self.scoring = scoring
         # whether forced scoring works here: None until tried, then True or False
         self._forcing: bool | None = {"auto": None, "forced": True, "echo": False}[scoring]
+        self._probe = threading.Lock()
         self._lock = threading.Lock()
         self._encoding: Any = None
         self._max_context: int | None = None
@@ -333,14 +334,35 @@ class OpenAICompatibleModel:
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Any]:
             i, (prompt, span) = job
-            if self._forcing is not False:
-                forced = self._forced(prompt, span, i)
-                if forced is not None:
-                    return forced
+            forced = self._try_forced(prompt, span, i)
+            if forced is not None:
+                return forced
             reply = self._echo(prompt, i)
-            return _span_score(reply, prompt, span, i, self.base_url), reply.usage
+            # metered as scoring: the prompt read, nothing generated (a server may count
+            # the one token it decodes for an echo)
+            read = getattr(reply.usage, "prompt_tokens", 0) or 0
+            return _span_score(reply, prompt, span, i, self.base_url), _Usage(read, 0)
 
         return self._map(one, jobs)
+
+    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
+        """Forced scoring where this server forces; the first try is made by one thread alone.
+
+        Until a reply has shown whether the server forces, concurrent prompts wait for
+        that one try instead of all probing at once.
+        """
+        if self._forcing is False:
+            return None
+        if self._forcing is None:
+            with self._probe:
+                if self._forcing is None:
+                    result = self._forced(prompt, span, index)
+                    if result is not None:
+                        self._forcing = True
+                    return result
+            if self._forcing is False:
+                return None
+        return self._forced(prompt, span, index)
 
     def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
         """Score by forced generation (module doc); None: score this prompt by echo.

@@ -32,9 +32,11 @@ Endpoints (JSON in, JSON out, standard library only):
     ``seed``, ``stop``; the model's chat template is applied.
 ``POST /tokenize``
     vLLM's tokenizer endpoint: ``{"prompt": ..., "add_special_tokens": true}`` gives
-    ``{"count", "max_model_len", "tokens"}`` (and ``token_strs`` with
-    ``"return_token_strs": true``). Like a vLLM server without rag-position's logits
-    processor, it ignores ``vllm_xargs``: it never forces tokens.
+    ``{"count", "max_model_len", "tokens"}``, and ``token_strs`` with
+    ``"return_token_strs": true`` where the server was made with ``token_strs=True``
+    (by default it leaves them out, so that a client's probe for forced scoring ends
+    here, before any completion request). Like a vLLM server without rag-position's
+    logits processor, it ignores ``vllm_xargs``: it never forces tokens.
 ``GET /health``
     200 with an empty body once the server runs.
 
@@ -391,9 +393,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         model = self.server.raw_model
         with self.server.lock:
             ids = list(model.tokenizer(prompt, add_special_tokens=special)["input_ids"])
-            strs = (
-                model.tokenizer.convert_ids_to_tokens(ids) if req.get("return_token_strs") else None
-            )
+            wanted = req.get("return_token_strs") and self.server.token_strs
+            strs = model.tokenizer.convert_ids_to_tokens(ids) if wanted else None
         reply: JSON = {"count": len(ids), "max_model_len": model.max_context, "tokens": ids}
         if strs is not None:
             reply["token_strs"] = strs  # as vLLM: the tokenizer's own token strings
@@ -471,8 +472,10 @@ class ModelServer(ThreadingHTTPServer):
         *,
         name: str | None = None,
         handler: type[OpenAIHandler] = OpenAIHandler,
+        token_strs: bool = False,
     ) -> None:
         super().__init__((host, port), handler)
+        self.token_strs = token_strs
         self.model_name = name or model.name
         self.raw_model, self.chat_model = _variants(model)
         self.created = int(time.time())
@@ -580,18 +583,20 @@ def serve(
     *,
     name: str | None = None,
     handler: type[OpenAIHandler] = OpenAIHandler,
+    token_strs: bool = False,
 ) -> ModelServer:
     """Start a :class:`ModelServer` for ``model`` in a background thread and return it.
 
     ``name`` is the served model name (default ``model.name``); ``port=0`` picks a free
-    port. Stop it with ``.shutdown()`` or use it as a context manager.
+    port; ``token_strs`` makes ``/tokenize`` return token strings when asked. Stop it
+    with ``.shutdown()`` or use it as a context manager.
 
     Example:
         >>> server = serve(load_model("embedded"))
         >>> remote = load_model("openai:" + server.url)
         >>> server.shutdown()
     """
-    return ModelServer(model, host, port, name=name, handler=handler).start()
+    return ModelServer(model, host, port, name=name, handler=handler, token_strs=token_strs).start()
 
 
 __all__ = ["HTTPError", "ModelServer", "OpenAIHandler", "serve"]

@@ -82,6 +82,6 @@ def test_the_vllm_example_runs_against_a_real_server(vllm_server: Any) -> None:
             exec(compile(code, "README.md", "exec"), namespace)
         code = blocks[first].replace(SERVER_URL, vllm_server.base_url)
         assert vllm_server.name == "smollm2-135m-instruct"
-        assert f'model="{vllm_server.name}"' in code
+        assert f'"{vllm_server.name}"' in code
         exec(compile(code, f"README.md block {first}", "exec"), namespace)
     assert "'strategy': 'likelihood_selection'" in out.getvalue().splitlines()[-1]
