@@ -19,7 +19,8 @@ every test folder, started the way a user starts it (``rag-position serve --port
 vLLM is not installed (``bash scripts/setup.sh --vllm``) or cannot start, the tests
 that use it are skipped and the reason is printed in the summary (``-rs``); with
 ``RAG_POSITION_REQUIRE_VLLM=1`` (CI sets it when the vLLM install succeeded) they fail
-instead.
+instead. ``RAG_POSITION_TEST_VLLM_SPEC=openai:http://127.0.0.1:PORT/v1/NAME`` reuses a
+server already running (started with ``--dtype float32 --max-model-len 4096``) instead.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def vllm_server() -> Iterator[VLLMTestServer]:
     """A vLLM server over the embedded model (float32), started by ``rag-position serve``."""
     from rag_position.serving import VLLMNotInstalledError, find_vllm_python
 
+    running = os.environ.get("RAG_POSITION_TEST_VLLM_SPEC")
+    if running:  # a server the developer already started (`rag-position serve`), reused
+        match = _VLLM_SPEC.search("--model " + running)
+        if not match:
+            pytest.fail(f"RAG_POSITION_TEST_VLLM_SPEC={running!r} is not an openai: spec")
+        yield VLLMTestServer(match.group(1), match.group(2), match.group(3), Path(os.devnull))
+        return
     try:
         find_vllm_python()
     except VLLMNotInstalledError as exc:

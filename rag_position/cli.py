@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'hf:<file>.gguf' (default: embedded)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    serve.add_argument("--port", type=port_number, default=8000, help="port; 0 picks a free one")
     serve.add_argument(
         "--dtype",
         default="auto",
@@ -56,10 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="vLLM's --dtype (default: auto, the folder's)",
     )
     serve.add_argument(
-        "--max-model-len", type=int, default=None, help="context window (default: the model's)"
+        "--max-model-len",
+        type=positive_int,
+        default=None,
+        help="context window (default: the model's)",
     )
     serve.add_argument(
-        "--tensor-parallel-size", type=int, default=1, help="GPUs to split the model over"
+        "--tensor-parallel-size", type=positive_int, default=1, help="GPUs to split the model over"
     )
     serve.add_argument(
         "--api-key",
@@ -74,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the Python that has vLLM (default: $RAG_POSITION_VLLM_PYTHON, else .venv-vllm)",
     )
     serve.add_argument(
-        "--startup-timeout", type=float, default=900.0, help="seconds to wait for readiness"
+        "--startup-timeout",
+        type=positive_float,
+        default=900.0,
+        help="seconds to wait for readiness",
     )
 
     from rag_position.eval.cli import add_eval_parser
@@ -91,12 +97,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "demo":
-        return demo_command(args)
+        from rag_position.errors import RagPositionError
+
+        try:
+            return demo_command(args)
+        except (RagPositionError, ValueError, FileNotFoundError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.command == "eval":
         from rag_position.eval.cli import eval_command
 
         return eval_command(args, argv)
     return serve_command(args, vllm_args)
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 0 to 65535 (0: any free one); checked before anything loads.
+
+    Example:
+        >>> port_number("8000")
+        8000
+        >>> port_number("70000")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be a port number from 0 to 65535 (0: any free port), got 70000
+    """  # noqa: E501
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"must be a port number from 0 to 65535 (0: any free port), got {text}"
+        )
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An option that counts something (tokens, GPUs): an integer of at least 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An option in seconds: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
 
 
 def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> int:
@@ -144,7 +201,7 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
         )
         code = server.wait()
     except (RagPositionError, ValueError) as exc:
-        print(f"rag-position serve: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0  # stopped as asked (finally stops vLLM)
@@ -171,11 +228,11 @@ def demo_command(args: argparse.Namespace) -> int:
     positions = [int(p) for p in args.positions.split(",") if p.strip()]
     data = args.data or default_data_dir() / ORACLE_FILE
     start = time.perf_counter()
+    model = load_model(args.model)  # first: a bad spec fails before the embedder loads
     builder = InstanceBuilder(data, load_embedder("embedded"))
     instance = builder.build(args.docs, 0, n_questions=args.question + 1)[args.question]
     variants = [place_gold(instance, p) for p in positions]
     prompts = [render_qa(v.question, v.passages) for v in variants]
-    model = load_model(args.model)
     scores = model.score_spans(prompts, [question_span(p, instance.question) for p in prompts])
     answers = model.generate(prompts, max_new_tokens=args.max_new_tokens)
 

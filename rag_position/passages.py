@@ -7,16 +7,57 @@ mutates it.
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 _KNOWN_KEYS = frozenset({"text", "title", "id", "score"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _empty_metadata() -> Mapping[str, Any]:
     return types.MappingProxyType({})
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` itself when it is a valid Unicode string, else a ``ValueError`` naming it.
+
+    A Python ``str`` can hold a lone surrogate (``"\\ud800"``, e.g. from a JSON
+    ``"\\ud800"`` escape or ``surrogateescape`` decoding), which no tokenizer, UTF-8
+    encoder or server accepts; this names ``what`` held it and where, before a model
+    fails on it with an unrelated message. A non-string is a ``TypeError``.
+
+    Example:
+        >>> check_text("Who wrote Hamlet?", "`question`")
+        'Who wrote Hamlet?'
+        >>> check_text("what is \\ud800?", "`question`")
+        Traceback (most recent call last):
+        ...
+        ValueError: `question` is not valid Unicode: it holds a lone surrogate '\\ud800' at character 8 ('what is \\ud800?'); a str must hold only encodable characters (fix how the text was decoded)
+    """  # noqa: E501
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__}")
+    if text.isascii():
+        return text
+    found = _SURROGATE.search(text)
+    if found is None:
+        return text
+    at = found.start()
+    near = text[max(0, at - 30) : at + 30]
+    raise ValueError(
+        f"{what} is not valid Unicode: it holds a lone surrogate {found.group()!r} at "
+        f"character {at} ({near!r}); a str must hold only encodable characters (fix how "
+        "the text was decoded)"
+    )
+
+
+def check_passage_texts(passages: Iterable[Passage]) -> None:
+    """Every passage's text and title must be valid Unicode (:func:`check_text`)."""
+    for i, passage in enumerate(passages):
+        check_text(passage.text, f"passage {i}'s text")
+        check_text(passage.title, f"passage {i}'s title")
 
 
 @dataclass(frozen=True)
@@ -109,4 +150,6 @@ def as_passages(seq: Iterable[Passage | str | Mapping[str, Any]]) -> list[Passag
         raise TypeError(
             f"expected a sequence of passages, got a single {type(seq).__name__}; wrap it in a list"
         )
-    return [as_passage(x) for x in seq]
+    passages = [as_passage(x) for x in seq]
+    check_passage_texts(passages)
+    return passages

@@ -144,8 +144,10 @@ def test_a_taken_port_is_named() -> None:
 
 
 def test_the_cli_prints_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--port", "70000", "--vllm-python", sys.executable]) == 2
-    assert "port must be between 0 and 65535" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # refused by argument parsing, before any load
+        main(["serve", "--port", "70000", "--vllm-python", sys.executable])
+    assert exited.value.code == 2
+    assert "argument --port: must be a port number from 0 to 65535" in capsys.readouterr().err
     assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert main(["serve", "--vllm-python", "/nonexistent/python"]) == 2
@@ -229,5 +231,5 @@ def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
     import signal
 
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert main(["serve", "--port", "70000", "--vllm-python", sys.executable]) == 2
+    assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

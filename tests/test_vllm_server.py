@@ -156,3 +156,43 @@ def test_the_eval_runs_end_to_end_on_the_served_model(vllm_server: Any, tmp_path
     report = (out / "report.md").read_text()
     for name in ("retriever", "likelihood_selection", "convex_score"):
         assert f"| {name} |" in report
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_a_generation_vllm_would_clip_is_a_context_length_error(
+    vllm_server: Any, chat: bool
+) -> None:
+    """vLLM shortens max_tokens to fit its window without a word (3,901 + 400 asked, 195
+    returned, measured); the client refuses it as the local backend refuses the prompt."""
+    model = load_model(vllm_server.spec, chat_template=chat)
+    with pytest.raises(ContextLengthError, match="plus max_new_tokens=400") as caught:
+        model.generate(["word " * 3900], max_new_tokens=400)
+    assert caught.value.limit == 4096 and 4096 < caught.value.n_tokens < 3900 + 400 + 50
+    with pytest.raises(ContextLengthError) as alone:  # the prompt alone: vLLM's own refusal
+        model.generate(["word " * 4200], max_new_tokens=4)
+    assert alone.value.limit == 4096 and alone.value.n_tokens > 4096
+
+
+def test_an_echoed_prompt_over_the_window_names_both_numbers(vllm_server: Any) -> None:
+    model = load_model(vllm_server.spec, scoring="echo")
+    prompt = "word " * 4200 + "Question: x"
+    with pytest.raises(ContextLengthError) as caught:
+        model.score_spans([prompt], [(len(prompt) - 11, len(prompt))])
+    assert caught.value.limit == 4096 and caught.value.n_tokens > 4096
+
+
+def test_the_deadline_holds_against_a_busy_server(vllm_server: Any) -> None:
+    """A real request that takes longer than the deadline ends at the deadline."""
+    import time
+
+    from rag_position.errors import BackendUnavailableError
+
+    model = load_model(vllm_server.spec, scoring="echo", timeout=0.3, max_retries=3)
+    assert model.max_context == 4096
+    prompt = "word " * 3000 + "Question: x"
+    start = time.monotonic()
+    with pytest.raises(BackendUnavailableError, match=r"deadline timeout=0\.3s"):
+        model.score_spans([prompt] * 2, [(len(prompt) - 11, len(prompt))] * 2)
+    assert time.monotonic() - start < 0.3 + 0.5
+    good = load_model(vllm_server.spec, scoring="echo")  # and the server is still fine
+    assert good.score_spans([prompt], [(len(prompt) - 11, len(prompt))])[0].n_tokens > 0

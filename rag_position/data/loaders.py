@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rag_position.errors import DataFormatError
-from rag_position.passages import Passage, as_passage
+from rag_position.passages import Passage, as_passage, check_text
 
 DATA_ENV = "RAG_POSITION_DATA"
 ORACLE_FILE = "nq-open-oracle-dev.jsonl.gz"
@@ -258,6 +258,10 @@ def _open_text(path: PathLike) -> IO[str]:
             magic = probe.read(2)
     except FileNotFoundError:
         raise FileNotFoundError(f"no data file at {path}") from None
+    except IsADirectoryError:
+        raise DataFormatError(
+            f"{path} is a folder, not a data file (a JSON-lines file, optionally gzipped)"
+        ) from None
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8")  # the caller closes it
@@ -292,7 +296,18 @@ def _field(
             f"{name}: line {line}: field '{label}' must be {kind.__name__}, "
             f"got {type(value).__name__}"
         )
+    if isinstance(value, str):
+        _check_unicode(value, name, line, label)
     return value
+
+
+def _check_unicode(value: str, name: str, line: int, label: str) -> None:
+    """A text field must be valid Unicode (a JSON ``\\ud800`` escape decodes to a lone
+    surrogate, which no model or file can encode)."""
+    try:
+        check_text(value, f"field '{label}'")
+    except ValueError as exc:
+        raise DataFormatError(f"{name}: line {line}: {exc}") from None
 
 
 def _qa_from_record(record: Mapping[str, Any], name: str, line: int) -> QAInstance:
@@ -308,6 +323,7 @@ def _qa_from_record(record: Mapping[str, Any], name: str, line: int) -> QAInstan
                 f"{name}: line {line}: field 'answers[{i}]' must be str, "
                 f"got {type(answer).__name__}"
             )
+        _check_unicode(answer, name, line, f"answers[{i}]")
     ctxs = _field(record, "ctxs", list, name, line, "ctxs")
     if not ctxs:
         raise DataFormatError(f"{name}: line {line}: field 'ctxs' is empty")
@@ -362,6 +378,8 @@ def _kv_from_record(record: Mapping[str, Any], name: str, line: int) -> KVInstan
                 f"{name}: line {line}: field 'ordered_kv_records[{i}]' must be a [key, value] "
                 f"pair of strings, got {pair!r}"
             )
+        _check_unicode(pair[0], name, line, f"ordered_kv_records[{i}][0]")
+        _check_unicode(pair[1], name, line, f"ordered_kv_records[{i}][1]")
         records.append((pair[0], pair[1]))
     try:
         gold_index = records.index((key, value))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rag_position.cost import Cost
@@ -136,6 +138,53 @@ def model_label(model: object) -> str:
     if dtype is not None:
         name += "@" + str(dtype).removeprefix("torch.")
     return name
+
+
+def check_data_file(data: str | os.PathLike[str] | None) -> None:
+    """``--data`` (``None``: the packaged file) must name a file that is there.
+
+    Example:
+        >>> check_data_file(".")
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --data . is a folder, not a data file; pass a JSON-lines file (optionally gzipped)
+    """  # noqa: E501
+    if data is None:
+        return
+    path = Path(data)
+    if path.is_dir():
+        raise EvalConfigError(
+            f"--data {path} is a folder, not a data file; pass a JSON-lines file "
+            "(optionally gzipped)"
+        )
+    if not path.exists():
+        raise FileNotFoundError(f"no data file at {path}")
+
+
+def check_out_folder(out: str | os.PathLike[str] | None) -> None:
+    """``--out`` must be a folder, or a path where one can be made (not a file, nor under one).
+
+    Example:
+        >>> check_out_folder("runs/new-folder")
+        >>> check_out_folder(__file__)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --out .../common.py is a file, not a folder; ...
+    """
+    if out is None:
+        return
+    path = Path(out)
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            return
+        if folder.exists() or folder.is_symlink():  # a file, or a link to nothing
+            what = "a file, not a folder" if folder.is_file() else "not a folder"
+            if folder == path:
+                raise EvalConfigError(
+                    f"--out {path} is {what}; pass a folder for the run's predictions and "
+                    "report (it is made if missing)"
+                )
+            raise EvalConfigError(f"--out {path} cannot be made: {folder} is {what}")
 
 
 def check_questions(questions: int | None, available: int | None = None) -> None:

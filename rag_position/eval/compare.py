@@ -55,7 +55,7 @@ COMPARE = TaskSpec(
             "gold settings: random, worst or both",
             "--gold",
             {"default": "random,worst"},
-            lambda text: names(text) or (),
+            lambda text: names(text, what="--gold") or (),
         ),
         Param(
             "strategy_options",

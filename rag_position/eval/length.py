@@ -54,7 +54,7 @@ LENGTH = TaskSpec(
             "filler kinds",
             "--fillers",
             {"default": "essay,whitespace"},
-            lambda text: names(text) or [],
+            lambda text: names(text, what="--fillers") or [],
         ),
         Param("summed", 3, "variables summed (1: a lookup)", "--summed", {"type": int}),
         Param(

@@ -1,7 +1,7 @@
 """Retrievers for the open-domain task: dense (the embedded embedder) and BM25.
 
 Both rank a corpus of passages for a question. Dense retrieval embeds every passage
-once (``{title}\\n{text}``, cached as ``.npy`` under the instance cache folder, keyed
+once (``{title}\\n{text}``, cached as ``.npz`` under the instance cache folder, keyed
 by the corpus and the embedder) and ranks by cosine similarity. BM25 is Okapi BM25
 (k1 = 1.5, b = 0.75, idf ``log(1 + (N - n + 0.5) / (n + 0.5))``) over the
 metric's normalised words.
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +27,11 @@ from rag_position.data import normalize_answer
 from rag_position.data.builder import EMBEDDING_TEXT, default_cache_dir
 from rag_position.passages import Passage
 
+logger = logging.getLogger(__name__)
+
+_CACHE_FORMAT = 1
+"""Layout of the corpus cache file; a file of another layout is embedded again."""
+
 
 class Retriever(Protocol):
     """Ranks the corpus for each question: top ``k`` passage indices, best first."""
@@ -35,7 +42,17 @@ class Retriever(Protocol):
 
 
 class DenseRetriever:
-    """Cosine similarity of embeddings (``embedder.embed`` returns unit rows)."""
+    """Cosine similarity of embeddings (``embedder.embed`` returns unit rows).
+
+    The corpus vectors are cached in ``cache_path`` (``corpus-<key>.npz`` in ``cache_dir``,
+    default :func:`~rag_position.data.builder.default_cache_dir`), as the instance cache
+    is: written owner-only (``0600``) to a temporary file in the same folder, then
+    renamed over the old one, so a reader never sees half a file. Beside the vectors the
+    file records the SHA-256 of their bytes, their shape and dtype, the corpus digest
+    and the embedder's name; a file that does not match all of them (truncated, corrupt,
+    written for another corpus or embedder, unreadable) is ignored with a warning and
+    the corpus embedded again. A cache that cannot be written is a warning too.
+    """
 
     name = "dense"
 
@@ -45,9 +62,11 @@ class DenseRetriever:
         label = str(getattr(embedder, "name", None) or type(embedder).__qualname__)
         texts = [_embedding_text(p) for p in self.corpus]
         digest = hashlib.sha256(json.dumps([label, EMBEDDING_TEXT, texts]).encode()).hexdigest()
-        self.cache_path = (cache_dir or default_cache_dir()) / f"corpus-{digest[:20]}.npy"
+        self.cache_path = (cache_dir or default_cache_dir()) / f"corpus-{digest[:20]}.npz"
         self._vectors: npt.NDArray[np.float32] | None = None
         self._texts = texts
+        self._label = label
+        self._digest = digest
 
     def top(self, questions: Sequence[str], k: int) -> list[list[int]]:
         vectors = self._corpus_vectors()
@@ -57,16 +76,88 @@ class DenseRetriever:
 
     def _corpus_vectors(self) -> npt.NDArray[np.float32]:
         if self._vectors is None:
-            if self.cache_path.is_file():
-                self._vectors = np.load(self.cache_path, allow_pickle=False)
-            else:
-                self._vectors = np.asarray(self.embedder.embed(self._texts), dtype=np.float32)
-                self.cache_path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self.cache_path.with_name(self.cache_path.name + f".{os.getpid()}.tmp")
-                with open(tmp, "wb") as fout:
-                    np.save(fout, self._vectors, allow_pickle=False)
-                os.replace(tmp, self.cache_path)
+            vectors = self._load_cache()
+            if vectors is None:
+                vectors = np.asarray(self.embedder.embed(self._texts), dtype=np.float32)
+                if vectors.ndim != 2 or vectors.shape[0] != len(self._texts):
+                    raise ValueError(
+                        f"the embedder returned shape {vectors.shape} for {len(self._texts)} "
+                        f"corpus passages; expected ({len(self._texts)}, dim)"
+                    )
+                self._save_cache(vectors)
+            self._vectors = vectors
         return self._vectors
+
+    def _header(self, vectors: npt.NDArray[np.float32]) -> dict[str, Any]:
+        """What the cache file records beside ``vectors`` (and checks on load)."""
+        return {
+            "format": _CACHE_FORMAT,
+            "corpus_sha256": self._digest,
+            "embedder": self._label,
+            "embedding_text": EMBEDDING_TEXT,
+            "shape": list(vectors.shape),
+            "dtype": vectors.dtype.str,
+            "sha256": hashlib.sha256(np.ascontiguousarray(vectors).tobytes()).hexdigest(),
+        }
+
+    def _load_cache(self) -> npt.NDArray[np.float32] | None:
+        """The cached vectors, or ``None`` (with a warning) unless all of the file checks out."""
+        path = self.cache_path
+        try:
+            if not path.is_file():
+                return None
+            archive = np.load(path, allow_pickle=False)
+            if not isinstance(archive, np.lib.npyio.NpzFile):  # e.g. an .npy: no header
+                raise ValueError("not an .npz archive")
+            try:
+                if sorted(archive.keys()) != ["header", "vectors"]:
+                    raise ValueError(f"holds {sorted(archive.keys())}, not header and vectors")
+                header = json.loads(str(archive["header"][()]))
+                vectors = archive["vectors"]
+            finally:
+                archive.close()
+        except Exception as exc:  # whatever a damaged file raises: it is only a cache
+            logger.warning(
+                "ignoring unreadable cache file %s (%s: %s); embedding the corpus again",
+                path,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        expected = self._header(vectors)
+        wrong = [
+            k for k, v in expected.items() if not isinstance(header, dict) or header.get(k) != v
+        ]
+        if vectors.dtype != np.float32 or vectors.ndim != 2 or len(vectors) != len(self._texts):
+            wrong.append(f"vectors of dtype {vectors.dtype} and shape {vectors.shape}")
+        if wrong:
+            logger.warning(
+                "ignoring %s: it does not fit the corpus (%s); embedding the corpus again",
+                path,
+                ", ".join(wrong),
+            )
+            return None
+        return vectors
+
+    def _save_cache(self, vectors: npt.NDArray[np.float32]) -> None:
+        """Write ``vectors`` and their header atomically, owner-only; a failure is a warning."""
+        path = self.cache_path
+        header = np.array(json.dumps(self._header(vectors)))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # mkstemp creates the file with mode 0600, which the rename keeps
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as fout:
+                    np.savez(fout, header=header, vectors=vectors)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            logger.warning(
+                "could not write the cache file %s (%s); continuing without it", path, exc
+            )
 
 
 class BM25Retriever:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
-from rag_position.eval.common import Decoding
+from rag_position.eval.common import Decoding, check_out_folder
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
 from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
@@ -39,6 +39,7 @@ def open_context(
         section = multidoc_section(ctx, dataset, positions=[0, 9])
         ctx.store.path  # runs/demo/predictions.jsonl
     """
+    check_out_folder(out)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     return RunContext(

@@ -37,7 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.data import QAInstance, load_qa
-from rag_position.eval.common import EvalConfigError, check_questions, parse_int_list
+from rag_position.eval.common import (
+    EvalConfigError,
+    check_data_file,
+    check_out_folder,
+    check_questions,
+    parse_int_list,
+)
 from rag_position.eval.datasets import MultidocData, default_oracle_path, load_multidoc
 from rag_position.eval.plots import require_matplotlib
 from rag_position.eval.report import EvalResult, Section
@@ -106,14 +112,25 @@ def int_list(name: str, default: Any, flag: str, text: str | None, help: str) ->
     return Param(name, default, help, flag, {"default": text}, partial(parse_int_list, what=flag))
 
 
-def names(text: str | None) -> list[str] | None:
-    """``"a, b"`` -> ``["a", "b"]``; nothing -> ``None``.
+def names(text: str | None, *, what: str = "--strategies") -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]``; not given -> ``None``; an empty name is an error.
 
     Example:
-        >>> names("retriever, edge"), names("")
+        >>> names("retriever, edge"), names(None)
         (['retriever', 'edge'], None)
-    """
-    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+        >>> names("edge,,sandwich")
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --strategies: name 2 of 'edge,,sandwich' is empty; give comma-separated names without empty entries
+    """  # noqa: E501
+    if text is None:
+        return None
+    parts = [n.strip() for n in text.split(",")]
+    empty = [i for i, n in enumerate(parts, start=1) if not n]
+    if empty:
+        where = f"name {empty[0]} of {text!r} is empty" if len(parts) > 1 else "no name given"
+        raise EvalConfigError(f"{what}: {where}; give comma-separated names without empty entries")
+    return parts
 
 
 def float_list(name: str, default: Any, flag: str, text: str, help: str) -> Param:
@@ -225,6 +242,8 @@ class TaskSpec:
         def function(model: Any, **params: Any) -> EvalResult:
             run = TaskRun(self, model, self.values(params))
             check_questions(run["questions"])
+            check_data_file(run["data"])
+            check_out_folder(run["out"])
             return work(run)
 
         function.__signature__ = self.signature()  # type: ignore[attr-defined]
@@ -311,6 +330,8 @@ class TaskSpec:
             for p in self.every
             if p.flag is not None and getattr(args, p.name) is not None
         }
+        check_data_file(given.get("data"))  # before the model loads
+        check_out_folder(given.get("out"))
         if "questions" not in given and "data" not in given and self.cli_questions is not None:
             given["questions"] = self.cli_questions  # 50 of the dev file; all of a --data file
         return given

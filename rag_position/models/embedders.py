@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from rag_position.errors import ModelSpecError
 from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
+from rag_position.passages import check_text
 
 
 class SentenceTransformerEmbedder:
@@ -48,6 +49,8 @@ class SentenceTransformerEmbedder:
         )
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        for i, text in enumerate(texts):
+            check_text(text, f"text {i}")
         if not texts:
             dim = int(self._model.get_sentence_embedding_dimension() or 0)
             return np.zeros((0, dim), dtype=np.float32)

@@ -2,10 +2,29 @@
 
 ``rag-position serve`` starts vLLM for a local model (:mod:`rag_position.serving`).
 
-Requests go through the ``openai`` client, whose retries back off exponentially on
-408, 409, 429, 5xx, connection errors and timeouts (``max_retries`` of them, each
-attempt bounded by ``timeout`` seconds). Prompts of a batch are sent concurrently,
-at most ``concurrency`` at a time; results keep the input order.
+What a caller can rely on (:mod:`rag_position.models._http`):
+
+- **A deadline per request.** ``timeout`` seconds bound each prompt's request as a
+  whole: connecting, every byte of the reply, the retries and the waits between them.
+  A server that answers slowly, trickles its reply or never answers ends the call at
+  the deadline with :class:`BackendUnavailableError` naming the URL, the model and the
+  deadline.
+- **Retries inside it**, with exponential backoff (or the server's ``retry-after``):
+  connection failures, HTTP 408, 409, 429 and 5xx, and malformed replies, at most
+  ``max_retries`` times.
+- **Every reply validated before use**: JSON of the endpoint's shape, a choice with
+  a text, token, log-probability and offset arrays of equal length that cover the
+  prompt, finite log-probabilities, integer token counts. A reply that fails is
+  retried like a 5xx, then reported with the URL and what was wrong: no number is
+  computed from a broken reply, and no null text becomes ``""``.
+- **The context window, as the local backend enforces it**: a prompt plus
+  ``max_new_tokens`` over the server's window (read from ``/v1/models``, vLLM's
+  ``max_model_len``, or from the server's own refusal) raises
+  :class:`ContextLengthError` with both numbers, never a generation a server clipped
+  silently to fit.
+
+Prompts of a batch are sent concurrently, at most ``concurrency`` at a time; results
+keep the input order.
 
 Span rule for scoring, the same as the local backend's: a span ``(start, end)`` is a
 half-open character range of the prompt; the scored tokens are those whose character
@@ -36,6 +55,8 @@ Two ways to score (``scoring=``):
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import re
 import threading
@@ -43,39 +64,50 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-import openai
-from openai.types import Completion
 
 from rag_position.cost import Cost, UsageMeter, in_context
 from rag_position.errors import (
     BackendError,
-    BackendUnavailableError,
     ContextLengthError,
     ModelSpecError,
     ScoringUnsupportedError,
 )
+from rag_position.models._http import HTTPStatusError, JSONClient, Malformed
 from rag_position.models.protocols import Span, SpanScore, check_span
+from rag_position.passages import check_text
 
 T = TypeVar("T")
 U = TypeVar("U")
 
 SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
+DEFAULT_TIMEOUT = 300.0  # seconds for one request, retries included
 
 _OPENAI_MODEL = re.compile(
     r"^(gpt-|chatgpt-|o\d|text-davinci|text-embedding|davinci|babbage|ft:gpt-)", re.I
 )
-_CONTEXT_HINTS = ("context length", "maximum model length", "context window", "max_model_len")
-_LIMIT_PATTERNS = (r"maximum context length is (\d+)", r"maximum model length (?:of|is) (\d+)")
+_CONTEXT_HINTS = (
+    "context length",
+    "maximum model length",
+    "context window",
+    "max_model_len",
+    "maximum input length",
+)
+_LIMIT_PATTERNS = (
+    r"maximum context length is (\d+)",
+    r"maximum model length (?:of|is) (\d+)",
+    r"max_model_len[^\d]{0,20}(\d+)",
+    r"maximum input length of (\d+)",
+)
 _TOTAL_PATTERNS = (
     r"you requested (\d+) tokens",
     r"resulted in (\d+) tokens",
     r"prompt \(length (\d+)\)",
     r"request has (\d+) input tokens",
     r"prompt contains (?:at least )?(\d+) input tokens",  # vLLM 0.32
+    r"(?:your|the) (?:request|prompt|messages?) (?:has|have|contains?) (\d+) tokens",
 )
 
 
@@ -95,6 +127,9 @@ class OpenAICompatibleModel:
     ``count_tokens`` uses tiktoken for OpenAI model names (``gpt-*``, ``o1``...), else
     the server's ``/tokenize`` endpoint (vLLM has one; one request per call).
 
+    ``timeout`` is the deadline of one request, retries included (module doc);
+    ``max_retries`` the retries inside it.
+
     Example:
         >>> model = load_model("openai:http://localhost:8000/v1", model="Qwen2.5-7B-Instruct")
         >>> model.generate(["What is the capital of France?"], max_new_tokens=8)
@@ -110,7 +145,7 @@ class OpenAICompatibleModel:
         model: str,
         *,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 4,
         chat_template: bool = True,
         concurrency: int = 8,
@@ -120,20 +155,19 @@ class OpenAICompatibleModel:
             raise ValueError(f"scoring must be one of {', '.join(SCORING_MODES)}, got {scoring!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if not timeout > 0 or math.isinf(timeout):
+            raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
-        self.name = model
         self.use_chat_template = chat_template
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.max_retries = max_retries
         self.concurrency = concurrency
-        self._client = openai.OpenAI(
-            base_url=self.base_url,
+        self._http = JSONClient(
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            timeout=timeout,
+            model=model,
+            timeout=self.timeout,
             max_retries=max_retries,
         )
         self._meter = UsageMeter()
@@ -147,6 +181,19 @@ class OpenAICompatibleModel:
         self._max_context: int | None = None
         self._max_context_read = False
 
+    @property
+    def name(self) -> str:
+        """The served model's name, sent with every request."""
+        return self._http.model
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._http.model = value
+
+    def close(self) -> None:
+        """Close the connections (they are reopened on the next request)."""
+        self._http.close()
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_spec(
@@ -155,7 +202,7 @@ class OpenAICompatibleModel:
         *,
         model: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 4,
         chat_template: bool = True,
         concurrency: int = 8,
@@ -172,6 +219,10 @@ class OpenAICompatibleModel:
             raise ModelSpecError(
                 f"'openai:{rest}' needs an http(s) base URL, e.g. 'openai:http://localhost:8000/v1'"
             )
+        try:
+            parts.port  # noqa: B018 - raises on a port that is not a number in 0..65535
+        except ValueError as exc:
+            raise ModelSpecError(f"'openai:{rest}': {exc}") from exc
         path = parts.path.rstrip("/")
         in_url: str | None = None
         head, sep, tail = path.partition("/v1/")
@@ -207,8 +258,7 @@ class OpenAICompatibleModel:
         return probe
 
     def _list_models(self) -> list[dict[str, Any]]:
-        page = self._call(lambda: self._client.models.list(), "/models")
-        return [m.model_dump() for m in page.data]
+        return self._request("GET", "/models", None, _parse_models, what="the model list")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -225,30 +275,38 @@ class OpenAICompatibleModel:
         if not self._max_context_read:
             for entry in self._list_models():
                 value = entry.get("max_model_len")
-                if entry.get("id") == self.name and isinstance(value, int):
+                if entry.get("id") == self.name and _is_int(value) and value > 0:
                     self._max_context = value
             self._max_context_read = True
         return self._max_context
 
+    def _window(self) -> int | None:
+        """``max_context``, or None where the server has no model list (not an error)."""
+        try:
+            return self.max_context
+        except BackendError as exc:
+            if isinstance(exc.__cause__, HTTPStatusError) and exc.__cause__.status in (404, 405):
+                self._max_context_read = True
+                return None
+            raise
+
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` alone: tiktoken for OpenAI models, else the server's ``/tokenize``."""
+        check_text(text, "text")
         if _OPENAI_MODEL.match(self.name):
             return len(self._tiktoken().encode(text, disallowed_special=()))
-        root = self.base_url.removesuffix("/v1")
         body = {"model": self.name, "prompt": text, "add_special_tokens": False}
         try:
-            reply = self._call(
-                lambda: self._client.post(f"{root}/tokenize", cast_to=object, body=body),
-                "/tokenize",
-            )
+            reply = self._request("POST", "/tokenize", body, _parse_tokenize, what="the text")
         except BackendError as exc:
             raise BackendError(
                 f"count_tokens needs the server's /tokenize endpoint (vLLM has one) for model "
                 f"{self.name!r}: {exc}"
             ) from exc
-        if not isinstance(reply, dict) or not isinstance(reply.get("count"), int):
-            raise BackendError(f"{root}/tokenize answered without an integer 'count': {reply!r}")
-        return int(reply["count"])
+        count = reply.get("count")
+        if not _is_int(count):
+            raise BackendError(f"{self._root}/tokenize answered without an integer 'count'")
+        return int(count)
 
     def _tiktoken(self) -> Any:
         with self._lock:
@@ -278,61 +336,68 @@ class OpenAICompatibleModel:
         seed: int | None = None,
         stop: Sequence[str] | None = None,
     ) -> list[str]:
-        """One completion per prompt, requested concurrently; greedy when temperature is 0."""
+        """One completion per prompt, requested concurrently; greedy when temperature is 0.
+
+        Raises :class:`ContextLengthError` when a prompt plus ``max_new_tokens`` is over
+        the server's window, as the local backend does (module doc).
+        """
+        if isinstance(prompts, str):
+            raise TypeError("`prompts` must be a sequence of strings, not a single str")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        stops = list(stop) if stop else openai.omit
-        seed_arg = openai.omit if seed is None else seed
+        for i, prompt in enumerate(prompts):
+            check_text(prompt, f"prompt {i}")
+        for j, text in enumerate(stop or ()):
+            check_text(text, f"stop string {j}")
+        options: dict[str, Any] = {"max_tokens": max_new_tokens, "temperature": temperature}
+        if seed is not None:
+            options["seed"] = seed
+        if stop:
+            options["stop"] = list(stop)
+        window = self._window() if prompts else None
 
-        def one(job: tuple[int, str]) -> tuple[str, Any]:
+        def one(job: tuple[int, str]) -> tuple[str, _Usage]:
             i, prompt = job
             what = f"prompt {i} plus max_new_tokens={max_new_tokens}"
             if self.use_chat_template:
-                chat = self._call(
-                    lambda: self._client.chat.completions.create(
-                        model=self.name,
-                        messages=[{"role": "user", "content": prompt}],
-                        max_tokens=max_new_tokens,
-                        temperature=temperature,
-                        seed=seed_arg,
-                        stop=stops,
-                    ),
-                    "/chat/completions",
-                    what=what,
+                body = {
+                    "model": self.name,
+                    "messages": [{"role": "user", "content": prompt}],
+                    **options,
+                }
+                text, usage = self._request(
+                    "POST", "/chat/completions", body, _parse_chat, what=what
                 )
-                if not chat.choices:
-                    raise BackendError(f"{self.base_url}/chat/completions returned no choices")
-                return chat.choices[0].message.content or "", chat.usage
-            done = self._call(
-                lambda: self._client.completions.create(
-                    model=self.name,
-                    prompt=prompt,
-                    max_tokens=max_new_tokens,
-                    temperature=temperature,
-                    seed=seed_arg,
-                    stop=stops,
-                ),
-                "/completions",
-                what=what,
-            )
-            if not done.choices:
-                raise BackendError(f"{self.base_url}/completions returned no choices")
-            return done.choices[0].text, done.usage
+            else:
+                body = {"model": self.name, "prompt": prompt, **options}
+                text, usage = self._request(
+                    "POST", "/completions", body, _parse_completion, what=what
+                )
+            if window is not None and usage.known:
+                # vLLM shortens max_tokens to fit its window without a word: refuse that
+                # answer as the local backend refuses the prompt
+                needed = usage.prompt_tokens + max_new_tokens
+                if needed > window:
+                    raise ContextLengthError(needed, window, what)
+            return text, usage
 
         return self._map(one, list(enumerate(prompts)))
 
     # ------------------------------------------------------------------ scoring
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
         """Log-probability of the tokens covering ``spans[i]`` of ``prompts[i]`` (module doc)."""
+        if isinstance(prompts, str):
+            raise TypeError("`prompts` must be a sequence of strings, not a single str")
         if len(prompts) != len(spans):
             raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
             check_span(prompt, span, i)
+            check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
 
-        def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Any]:
+        def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, _Usage]:
             i, (prompt, span) = job
             forced = self._try_forced(prompt, span, i)
             if forced is not None:
@@ -340,12 +405,11 @@ class OpenAICompatibleModel:
             reply = self._echo(prompt, i)
             # metered as scoring: the prompt read, nothing generated (a server may count
             # the one token it decodes for an echo)
-            read = getattr(reply.usage, "prompt_tokens", 0) or 0
-            return _span_score(reply, prompt, span, i, self.base_url), _Usage(read, 0)
+            return _span_score(reply, prompt, span, i), _Usage(reply.usage.prompt_tokens, 0)
 
         return self._map(one, jobs)
 
-    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
+    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, _Usage] | None:
         """Forced scoring where this server forces; the first try is made by one thread alone.
 
         Until a reply has shown whether the server forces, concurrent prompts wait for
@@ -364,7 +428,7 @@ class OpenAICompatibleModel:
                 return None
         return self._forced(prompt, span, index)
 
-    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Any] | None:
+    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, _Usage] | None:
         """Score by forced generation (module doc); None: score this prompt by echo.
 
         A server that cannot force (no token strings from /tokenize, a refused request,
@@ -372,11 +436,11 @@ class OpenAICompatibleModel:
         ``scoring="auto"``; a prompt whose token strings do not spell it is scored by
         echo alone. An unreachable or failing server is an error either way.
         """
-        tokenized = self._tokenize_with_offsets(prompt)
+        tokenized = self._tokenize_with_offsets(prompt, index)
         if tokenized is None:
             return None
         ids, starts, ends = tokenized
-        window = self.max_context
+        window = self._window()
         if window is not None and len(ids) > window:
             raise ContextLengthError(len(ids), window, f"prompt {index}")
         lo, hi = span
@@ -388,49 +452,38 @@ class OpenAICompatibleModel:
             )
         a, b = scored[0], scored[-1] + 1
         target = ids[a:b]
+        body = {
+            "model": self.name,
+            "prompt": ids[:a],
+            "max_tokens": b - a,
+            "temperature": 0.0,
+            "logprobs": 0,
+            "vllm_xargs": {FORCE_KEY: target},
+            # generation_config's end-of-sequence ids must not end the forced output
+            # early (no min_tokens: vLLM would mask those ids, forced ones included)
+            "ignore_eos": True,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+        }
         try:
-            reply = self._call(
-                lambda: self._client.completions.create(
-                    model=self.name,
-                    prompt=ids[:a],
-                    max_tokens=b - a,
-                    temperature=0.0,
-                    logprobs=0,
-                    extra_body={
-                        "vllm_xargs": {FORCE_KEY: target},
-                        # generation_config's end-of-sequence ids must not end the forced
-                        # output early (no min_tokens: vLLM would mask those ids, forced
-                        # ones included)
-                        "ignore_eos": True,
-                        "return_tokens_as_token_ids": True,
-                        "skip_special_tokens": False,
-                    },
-                ),
+            reply = self._request(
+                "POST",
                 "/completions",
+                body,
+                lambda data: _parse_forced(data, target),
                 what=f"prompt {index}",
                 raw_bad_request=True,
             )
-        except openai.BadRequestError as exc:
-            self._no_forcing(_server_message(exc))
+        except HTTPStatusError as exc:  # a 400 not about the window: cannot force here
+            self._no_forcing(exc.message)
             return None
-        choice = reply.choices[0] if reply.choices else None
-        lp = choice.logprobs if choice is not None else None
-        tokens = lp.tokens if lp is not None else None
-        values = lp.token_logprobs if lp is not None else None
-        if tokens != [f"token_id:{t}" for t in target] or values is None:
+        if reply is None:
             self._no_forcing("the generated tokens were not the forced ones")
             return None
-        if len(values) != len(target) or any(v is None for v in values):
-            raise BackendError(
-                f"{self.base_url}/completions returned {len(values)} log-probabilities for "
-                f"{len(target)} forced tokens of prompt {index}"
-            )
+        values, usage = reply
         total = float(sum(values))
         # metered as what it is, scoring: the forced tokens count as prompt tokens read
-        usage = reply.usage
-        read = (getattr(usage, "prompt_tokens", 0) or 0) + (
-            getattr(usage, "completion_tokens", 0) or 0
-        )
+        read = usage.prompt_tokens + usage.completion_tokens
         return SpanScore(total / len(values), total, len(values)), _Usage(read, 0)
 
     def _no_forcing(self, why: str) -> None:
@@ -442,9 +495,10 @@ class OpenAICompatibleModel:
             )
         self._forcing = False  # auto: echo from now on (a bool write; every reply is checked)
 
-    def _tokenize_with_offsets(self, prompt: str) -> tuple[list[int], list[int], list[int]] | None:
+    def _tokenize_with_offsets(
+        self, prompt: str, index: int
+    ) -> tuple[list[int], list[int], list[int]] | None:
         """The server's token ids of ``prompt`` and each token's character range, or None."""
-        root = self.base_url.removesuffix("/v1")
         body = {
             "model": self.name,
             "prompt": prompt,
@@ -452,66 +506,72 @@ class OpenAICompatibleModel:
             "return_token_strs": True,
         }
         try:
-            reply = self._call(
-                lambda: self._client.post(f"{root}/tokenize", cast_to=object, body=body),
+            reply = self._request(
+                "POST",
                 "/tokenize",
+                body,
+                _parse_tokenize,
+                what=f"prompt {index}",
                 raw_bad_request=True,
             )
-        except openai.BadRequestError as exc:  # no such option here: a capability
-            self._no_forcing(f"/tokenize refused token strings: {_server_message(exc)}")
+        except HTTPStatusError as exc:  # no such option here: a capability
+            self._no_forcing(f"/tokenize refused token strings: {exc.message}")
             return None
         except BackendError as exc:
-            if isinstance(exc.__cause__, openai.NotFoundError):  # no /tokenize endpoint
+            cause = exc.__cause__
+            if isinstance(cause, HTTPStatusError) and cause.status in (404, 405):
                 self._no_forcing("it has no /tokenize endpoint")
                 return None
             raise  # unreachable, failing: not a reason to score differently
-        ids = reply.get("tokens") if isinstance(reply, dict) else None
-        strs = reply.get("token_strs") if isinstance(reply, dict) else None
-        if not isinstance(ids, list) or not isinstance(strs, list) or len(ids) != len(strs):
+        ids, strs = reply["tokens"], reply.get("token_strs")
+        if strs is None:
             self._no_forcing("its /tokenize returns no token strings")
             return None
         ranges = token_char_ranges(strs, prompt)
         if ranges is None:  # this prompt's token strings do not spell it: echo scores it
             if self.scoring == "forced":
                 raise ScoringUnsupportedError(
-                    f"the token strings {self.base_url.removesuffix('/v1')}/tokenize returns "
-                    f"for {self.name!r} do not spell the prompt, so spans cannot be placed on "
-                    "them; use scoring='echo' or 'auto'"
+                    f"the token strings {self._root}/tokenize returns for {self.name!r} do not "
+                    "spell the prompt, so spans cannot be placed on them; use scoring='echo' "
+                    "or 'auto'"
                 )
             return None
-        return [int(i) for i in ids], ranges[0], ranges[1]
+        return list(ids), ranges[0], ranges[1]
 
-    def _echo(self, prompt: str, index: int) -> Completion:
+    def _echo(self, prompt: str, index: int) -> _Echo:
         """The prompt echoed with its token log-probabilities (max_tokens 0, else 1)."""
         while True:
             n = self._echo_tokens
+            body = {
+                "model": self.name,
+                "prompt": prompt,
+                "echo": True,
+                "logprobs": 0,  # the prompt token's own log-probability; no alternatives
+                "max_tokens": n,
+                "temperature": 0.0,
+            }
             try:
-                return self._echo_once(prompt, index, n)
-            except openai.BadRequestError as exc:  # a 400 not about the context window
-                message = _server_message(exc)
-                if any(w in message.lower() for w in ("logprob", "echo")):
-                    raise _unsupported(self.base_url, message) from exc
+                return self._request(
+                    "POST",
+                    "/completions",
+                    body,
+                    lambda data: _parse_echo(data, prompt, self.base_url),
+                    what=f"prompt {index}",
+                    raw_bad_request=True,
+                )
+            except HTTPStatusError as exc:  # a 400 not about the context window
+                if any(w in exc.message.lower() for w in ("logprob", "echo")):
+                    raise _unsupported(self.base_url, exc.message) from exc
                 if n > 0:
-                    raise self._status_error(exc, "/completions") from exc
+                    raise self._status_error(exc) from exc
                 self._echo_tokens = 1  # the server refuses max_tokens=0: ask for 1, ignore it
 
-    def _echo_once(self, prompt: str, index: int, max_tokens: int) -> Completion:
-        return self._call(
-            lambda: self._client.completions.create(
-                model=self.name,
-                prompt=prompt,
-                echo=True,
-                logprobs=0,  # the prompt token's own log-probability; no alternatives
-                max_tokens=max_tokens,
-                temperature=0.0,
-            ),
-            "/completions",
-            what=f"prompt {index}",
-            raw_bad_request=True,
-        )
-
     # ------------------------------------------------------------------ plumbing
-    def _map(self, fn: Callable[[T], tuple[U, Any]], items: list[T]) -> list[U]:
+    @property
+    def _root(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    def _map(self, fn: Callable[[T], tuple[U, _Usage]], items: list[T]) -> list[U]:
         """``fn`` over ``items`` on up to ``concurrency`` threads, in order, metering usage."""
         if not items:
             return []
@@ -519,9 +579,7 @@ class OpenAICompatibleModel:
 
         def run(item: T) -> U:
             value, usage = fn(item)
-            prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
-            generated = getattr(usage, "completion_tokens", 0) or 0
-            self._meter.add(Cost(1, int(prompt_tokens), int(generated), 0.0))
+            self._meter.add(Cost(1, usage.prompt_tokens, usage.completion_tokens, 0.0))
             return value
 
         try:
@@ -538,66 +596,210 @@ class OpenAICompatibleModel:
         finally:
             self._meter.add(Cost(seconds=time.perf_counter() - start))
 
-    def _call(
+    def _request(
         self,
-        request: Callable[[], T],
+        method: str,
         endpoint: str,
+        body: Any,
+        parse: Callable[[Any], T],
         *,
-        what: str = "prompt",
+        what: str,
         raw_bad_request: bool = False,
     ) -> T:
-        """Run one client request, turning openai errors into rag-position errors.
+        """One request, retried inside the deadline; errors become rag-position errors.
 
+        ``/tokenize`` is served at the server's root (vLLM), the rest under ``/v1``.
         With ``raw_bad_request``, a 400 that is not about the context window is re-raised
-        as is (the caller may retry differently).
+        as :class:`HTTPStatusError` (the caller may retry differently).
         """
-        url = self.base_url + endpoint
+        url = (self._root if endpoint == "/tokenize" else self.base_url) + endpoint
         try:
-            return request()
-        except openai.APITimeoutError as exc:
-            raise BackendUnavailableError(
-                f"{url} did not answer within timeout={self.timeout}s, "
-                f"{self.max_retries + 1} attempts (max_retries={self.max_retries}); "
-                "is the server up and not overloaded?"
-            ) from exc
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise BackendUnavailableError(
-                f"cannot reach the model server at {url} ({type(cause).__name__}: {cause}) "
-                f"after {self.max_retries + 1} attempts (timeout={self.timeout}s, "
-                f"max_retries={self.max_retries}); start the server or check the URL"
-            ) from exc
-        except openai.APIStatusError as exc:
-            if exc.status_code == 400:
-                context = _context_error(_server_message(exc), what)
+            return self._http.call(method, url, body, parse, what=what)
+        except HTTPStatusError as exc:
+            if exc.status == 400:
+                context = _context_error(exc.message, what)
                 if context is not None:
                     raise context from exc
                 if raw_bad_request:
                     raise
-            raise self._status_error(exc, endpoint) from exc
-        except openai.OpenAIError as exc:
-            raise BackendError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            raise self._status_error(exc) from exc
 
-    def _status_error(self, exc: openai.APIStatusError, endpoint: str) -> BackendError:
-        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-        after = f" after {self.max_retries} retries" if retried and self.max_retries else ""
+    def _status_error(self, exc: HTTPStatusError) -> BackendError:
+        hint = ""
+        if exc.status in (401, 403):
+            hint = " (the server wants an API key: pass api_key= or set OPENAI_API_KEY)"
         return BackendError(
-            f"{self.base_url}{endpoint} answered HTTP {exc.status_code}{after} for model "
-            f"{self.name!r}: {_server_message(exc)}"
+            f"{exc.url} answered HTTP {exc.status} for model {self.name!r}: {exc.message}{hint}"
         )
 
 
+# ---------------------------------------------------------------------- replies
 @dataclass(frozen=True)
 class _Usage:
     prompt_tokens: int
     completion_tokens: int
+    known: bool = True  # False: the reply carried no usage
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return exc.message
+@dataclass(frozen=True)
+class _Echo:
+    """An echoed prompt's token log-probabilities, checked (:func:`_parse_echo`)."""
+
+    tokens: list[str]
+    logprobs: list[float | None]  # None for the first token only
+    offsets: list[int]
+    usage: _Usage
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _object(data: Any, what: str = "the body") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Malformed(f"{what} is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _first_choice(data: Any) -> dict[str, Any]:
+    choices = _object(data).get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise Malformed(f"'choices' is {_short(choices)}, not a non-empty list")
+    return _object(choices[0], "choices[0]")
+
+
+def _parse_usage(data: dict[str, Any]) -> _Usage:
+    usage = data.get("usage")
+    if usage is None:
+        return _Usage(0, 0, known=False)
+    usage = _object(usage, "'usage'")
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
+    completion = 0 if completion is None else completion
+    if not (_is_int(prompt) and _is_int(completion) and prompt >= 0 and completion >= 0):
+        raise Malformed(f"'usage' holds no token counts: {_short(usage)}")
+    return _Usage(prompt, completion)
+
+
+def _parse_completion(data: Any) -> tuple[str, _Usage]:
+    text = _first_choice(data).get("text")
+    if not isinstance(text, str):
+        raise Malformed(f"choices[0].text is {_short(text)}, not a string")
+    return text, _parse_usage(data)
+
+
+def _parse_chat(data: Any) -> tuple[str, _Usage]:
+    message = _object(_first_choice(data).get("message"), "choices[0].message")
+    content = message.get("content")
+    if not isinstance(content, str):
+        raise Malformed(f"choices[0].message.content is {_short(content)}, not a string")
+    return content, _parse_usage(data)
+
+
+def _parse_models(data: Any) -> list[dict[str, Any]]:
+    entries = _object(data).get("data")
+    if not isinstance(entries, list):
+        raise Malformed(f"'data' is {_short(entries)}, not a list of models")
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            raise Malformed(f"a model entry has no string 'id': {_short(entry)}")
+    return entries
+
+
+def _parse_tokenize(data: Any) -> dict[str, Any]:
+    body = _object(data)
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(_is_int(t) for t in tokens):
+        raise Malformed(f"'tokens' is {_short(tokens)}, not a list of token ids")
+    count = body.get("count")
+    if count is not None and (not _is_int(count) or count != len(tokens)):
+        raise Malformed(f"'count' is {_short(count)} for {len(tokens)} tokens")
+    strs = body.get("token_strs")
+    if strs is not None and (
+        not isinstance(strs, list)
+        or len(strs) != len(tokens)
+        or not all(isinstance(s, str) for s in strs)
+    ):
+        raise Malformed(f"'token_strs' is not {len(tokens)} strings, one a token")
+    return body
+
+
+def _logprobs_arrays(choice: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any]] | None:
+    lp = choice.get("logprobs")
+    if lp is None:
+        return None
+    lp = _object(lp, "choices[0].logprobs")
+    tokens, values, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
+    if tokens is None or values is None:
+        return None
+    for key, value in (("tokens", tokens), ("token_logprobs", values)):
+        if not isinstance(value, list):
+            raise Malformed(f"logprobs.{key} is {_short(value)}, not a list")
+    if len(values) != len(tokens):
+        raise Malformed(
+            f"{len(values)} log-probabilities for {len(tokens)} tokens (the arrays must match)"
+        )
+    return tokens, values, offsets if offsets is not None else []
+
+
+def _finite(values: Sequence[Any], first: int) -> list[float]:
+    out = []
+    for i, value in enumerate(values[first:], start=first):
+        if not _is_number(value) or not math.isfinite(value):
+            raise Malformed(f"log-probability {i} is {_short(value)}, not a finite number")
+        out.append(float(value))
+    return out
+
+
+def _parse_forced(data: Any, target: list[int]) -> tuple[list[float], _Usage] | None:
+    """The forced tokens' log-probabilities; None where the tokens were not the forced ones."""
+    arrays = _logprobs_arrays(_first_choice(data))
+    if arrays is None:
+        return None
+    tokens, values, _ = arrays
+    if tokens != [f"token_id:{t}" for t in target]:
+        return None
+    return _finite(values, 0), _parse_usage(data)
+
+
+def _parse_echo(data: Any, prompt: str, url: str) -> _Echo:
+    """Check an echoed prompt's reply: every array, every offset, every number."""
+    choice = _first_choice(data)
+    text = choice.get("text")
+    if not isinstance(text, str):
+        raise Malformed(f"choices[0].text is {_short(text)}, not a string")
+    arrays = _logprobs_arrays(choice)
+    if arrays is None:
+        raise _unsupported(url, "the response has no logprobs")
+    tokens, values, offsets = arrays
+    if not text.startswith(prompt):
+        raise _unsupported(url, "the prompt was not echoed")
+    n = len(tokens)
+    if n == 0:
+        raise Malformed("no tokens for a non-empty prompt")
+    if not isinstance(offsets, list) or len(offsets) != n:
+        raise Malformed(f"logprobs.text_offset is not {n} offsets, one a token")
+    if not all(isinstance(t, str) for t in tokens):
+        raise Malformed("logprobs.tokens holds something other than strings")
+    if not all(_is_int(o) and 0 <= o <= len(text) for o in offsets) or any(
+        b < a for a, b in itertools.pairwise(offsets)
+    ):
+        raise Malformed(f"logprobs.text_offset is not increasing within the text: {offsets[:8]}")
+    first: float | None = None
+    if values[0] is not None:
+        first = _finite(values, 0)[0]
+    rest = _finite(values, 1)
+    if offsets[0] != 0:
+        raise Malformed(f"the first token starts at character {offsets[0]}, not 0")
+    return _Echo(list(tokens), [first, *rest], list(offsets), _parse_usage(data))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _context_error(message: str, what: str) -> BackendError | ContextLengthError | None:
@@ -716,21 +918,11 @@ def token_char_ranges(tokens: Sequence[str], text: str) -> tuple[list[int], list
     return starts, ends
 
 
-def _span_score(reply: Completion, prompt: str, span: Span, index: int, url: str) -> SpanScore:
-    """Apply the span rule (module doc) to an echoed prompt's token log-probabilities."""
-    if not reply.choices:
-        raise BackendError(f"{url}/completions returned no choices for prompt {index}")
-    choice = reply.choices[0]
-    lp = choice.logprobs
-    if lp is None or lp.tokens is None or lp.token_logprobs is None or lp.text_offset is None:
-        raise _unsupported(url, "the response has no logprobs")
-    n = len(lp.tokens)
-    if n == 0 or len(lp.token_logprobs) < n or len(lp.text_offset) < n:
-        raise _unsupported(url, "token_logprobs or text_offset is shorter than tokens")
-    if not choice.text.startswith(prompt):
-        raise _unsupported(url, "the prompt was not echoed")
-    offsets = list(lp.text_offset[:n])
-    first = lp.tokens[0]
+def _span_score(reply: _Echo, prompt: str, span: Span, index: int) -> SpanScore:
+    """Apply the span rule (module doc) to an echoed prompt's checked log-probabilities."""
+    offsets = list(reply.offsets)
+    n = len(offsets)
+    first = reply.tokens[0]
     if (
         n > 1
         and first.startswith("<")
@@ -748,10 +940,9 @@ def _span_score(reply: Completion, prompt: str, span: Span, index: int, url: str
         a = offsets[i]
         b = next((o for o in offsets[i + 1 : n_prompt] if o > a), end_of_prompt)
         if a < hi and b > lo:
-            value = lp.token_logprobs[i]
-            if value is None:
-                raise _unsupported(url, f"token {i} of prompt {index} has a null log-probability")
-            values.append(float(value))
+            value = reply.logprobs[i]
+            assert value is not None  # _parse_echo: only the first may be None
+            values.append(value)
     if not values:
         raise ValueError(
             f"span {span} of prompt {index} covers no scorable token (the first token of a "

@@ -26,6 +26,7 @@ import torch
 from rag_position.cost import Cost, UsageMeter
 from rag_position.errors import ContextLengthError, ModelSpecError
 from rag_position.models.protocols import Span, SpanScore, check_span, cut_at_stop
+from rag_position.passages import check_text
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ class TransformersModel:
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` alone: no special tokens, no chat template."""
+        check_text(text, "text")
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # ------------------------------------------------------------------ templating
@@ -260,6 +262,8 @@ class TransformersModel:
             raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
         encoded: list[_Encoded] = []
         targets: list[list[int]] = []
+        for i, prompt in enumerate(prompts):
+            check_text(prompt, f"prompt {i}")
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
             check_span(prompt, span, i)
             enc = self._encode(prompt)
@@ -286,6 +290,7 @@ class TransformersModel:
 
     def token_logprobs(self, prompt: str) -> TokenLogprobs:
         """Every prompt token's log-probability (what vLLM returns for ``echo`` + ``logprobs``)."""
+        check_text(prompt, "prompt")
         enc = self._encode(prompt)
         if not enc.ids:
             raise ValueError("prompt is empty")
@@ -362,10 +367,14 @@ class TransformersModel:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
-        encoded = []
         for i, prompt in enumerate(prompts):
+            check_text(prompt, f"prompt {i}")
             if not prompt:
                 raise ValueError(f"prompt {i} is empty")
+        for j, text in enumerate(stop or ()):
+            check_text(text, f"stop string {j}")
+        encoded = []
+        for i, prompt in enumerate(prompts):
             enc = self._encode(prompt)
             self._check_length(len(enc.ids), max_new_tokens, what=f"prompt {i}")
             encoded.append(enc.ids)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, TypeVar
@@ -31,7 +32,16 @@ FUZZY_THRESHOLD = 0.8
 
 _HEADER = re.compile(r"Document \[\d+\]\(Title: [^)\n]*\) ?")
 _EDGE = " \t\r_"  # whitespace and mask filler are not part of a sentence
-_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s|$)")
+# A sentence ends at a run of [.!?] and the closing quotes and brackets after it, before
+# whitespace or the end (:func:`_sentence_ends`). Without a lookahead the run pattern never
+# backtracks; r"[.!?]+[\"')\]]*(?=\s|$)" retried a long run of punctuation from each of
+# its positions, quadratic on retrieved text such as "." * 40_000 + "7".
+_STOP_RUN = re.compile(r"[.!?]+[\"')\]]*")
+_CLOSER_CHARS = "\"')]"
+_STOP_CHARS = frozenset(".!?")
+_SPACE = re.compile(r"\s")
+_WORD = re.compile(r"\w")
+_NON_WORD = re.compile(r"\W")
 _ALNUM = re.compile(r"[^\W_]")
 _NUMBER = re.compile(r"\d+")
 
@@ -140,7 +150,7 @@ def sentence_spans(text: str) -> list[Span]:
     for line in text.split("\n"):
         header = _HEADER.match(line)
         start = header.end() if header else 0
-        cuts = [m.end() for m in _SENTENCE_END.finditer(line, start)]
+        cuts = _sentence_ends(line, start)
         for end in [*cuts, len(line)]:
             piece = line[start:end]
             left = len(piece) - len(piece.lstrip(_EDGE))
@@ -150,6 +160,22 @@ def sentence_spans(text: str) -> list[Span]:
             start = end
         offset += len(line) + 1
     return spans
+
+
+def _sentence_ends(line: str, start: int = 0) -> list[int]:
+    r"""Where the sentences of ``line[start:]`` end: after a run of ``.``, ``!`` or ``?``
+    and the closing quotes and brackets that follow it, before whitespace or the end.
+
+    The match ends of ``re.compile(r"[.!?]+[\"')\]]*(?=\s|$)").finditer(line, start)``,
+    in linear time: each run is matched once, whole (a match of that pattern cannot
+    start inside a run, nor end before its last character).
+    """
+    ends: list[int] = []
+    for run in _STOP_RUN.finditer(line, start):
+        end = run.end()
+        if end == len(line) or _SPACE.match(line, end):
+            ends.append(end)
+    return ends
 
 
 def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> Span | None:
@@ -171,14 +197,16 @@ def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> 
     if not _ALNUM.search(cand):
         return None
     sentences = sentence_spans(text)
-    pattern = (r"(?<!\w)" if cand[0].isalnum() else "") + re.escape(cand)
-    pattern += r"(?!\w)" if cand[-1].isalnum() else ""
     fallback: Span | None = None
-    for match in re.finditer(pattern, text):
-        lo, hi = match.span()
-        touched = [s for s in sentences if s[0] < hi and lo < s[1]]
-        if touched:  # prefer a match in a sentence to one in a document header
-            return min(lo, touched[0][0]), max(hi, touched[-1][1])
+    # the spans are disjoint and in order: the ones a match touches are a slice, found
+    # by bisection (a scan of every sentence per match was quadratic on a header that
+    # repeats the candidate)
+    starts = [s[0] for s in sentences]
+    ends = [s[1] for s in sentences]
+    for lo, hi in _occurrences(cand, text):
+        first, stop = bisect_right(ends, lo), bisect_left(starts, hi)
+        if first < stop:  # prefer a match in a sentence to one in a document header
+            return min(lo, sentences[first][0]), max(hi, sentences[stop - 1][1])
         fallback = fallback or (lo, hi)
     if fallback is not None:
         return fallback
@@ -198,11 +226,50 @@ def locate(candidate: str, text: str, *, threshold: float = FUZZY_THRESHOLD) -> 
     return None if best is None else best[1]
 
 
+def _occurrences(cand: str, text: str) -> Iterator[Span]:
+    r"""The spans of ``cand`` in ``text``, left to right and not overlapping, on word
+    boundaries where ``cand`` starts or ends with a letter or digit.
+
+    What ``re.finditer`` gives for ``(?<!\w)`` + ``re.escape(cand)`` + ``(?!\w)``, by
+    ``str.find``: no pattern is compiled from the text a model wrote. After an
+    occurrence inside a word the search goes on past the next non-word character (no
+    match can start before it), so a long word holding ``cand`` everywhere is one scan.
+    """
+    check_start, check_end = cand[0].isalnum(), cand[-1].isalnum()
+    pos = 0
+    while (lo := text.find(cand, pos)) >= 0:
+        hi = lo + len(cand)
+        if check_start and lo > 0 and _WORD.match(text, lo - 1):
+            gap = _NON_WORD.search(text, lo)
+            if gap is None:
+                return
+            pos = gap.end()
+        elif check_end and _WORD.match(text, hi):
+            pos = lo + 1
+        else:
+            yield lo, hi
+            pos = hi
+
+
 _BULLET = re.compile(r"^\s*(?:[-*•]+\s*)?(?:\(?\d{1,3}[.)]\s+|\(?\d{1,3}\)\s*)?")
 _PREAMBLE = re.compile(
     r"^(?:retrieved sentences|relevant sentences|here are|sentences)\b.*:$", re.I
 )
-_TERMINAL = re.compile(r"[.!?]+[\"')\]]*$")
+
+
+def _is_terminal(item: str) -> bool:
+    r"""Whether ``item`` ends with ``.``, ``!`` or ``?``, then any closing quotes and brackets.
+
+    ``re.compile(r"[.!?]+[\"')\]]*$").search(item)`` in linear time (that pattern
+    retried a long run of punctuation from each of its positions: quadratic); as with
+    ``$``, a final newline is allowed.
+    """
+    ends = (len(item), len(item) - 1) if item.endswith("\n") else (len(item),)
+    for end in ends:
+        body = item[:end].rstrip(_CLOSER_CHARS)
+        if body and body[-1] in _STOP_CHARS:
+            return True
+    return False
 
 
 def parse_bullets(text: str) -> list[str]:
@@ -230,8 +297,8 @@ def parse_bullets(text: str) -> list[str]:
         if key not in seen:
             seen.add(key)
             items.append(item)
-    complete = all(_TERMINAL.search(i) for i in items[:-1])
-    cut_off = not _TERMINAL.search(items[-1]) and not text.endswith("\n") if items else False
+    complete = all(_is_terminal(i) for i in items[:-1])
+    cut_off = not _is_terminal(items[-1]) and not text.endswith("\n") if items else False
     if len(items) >= 2 and complete and cut_off:
         items.pop()
     return items

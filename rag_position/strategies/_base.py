@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from rag_position.cost import Cost, spent_by
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Scorer, Span, SpanScore
-from rag_position.passages import Passage, as_passage
+from rag_position.passages import Passage, as_passage, check_passage_texts, check_text
 
 T = TypeVar("T")
 
@@ -106,8 +106,11 @@ def check_passages(passages: Sequence[T]) -> list[T]:
 
 
 def to_passages(items: Sequence[Any]) -> list[Passage]:
-    """Text views of the items for rendering (a ``Passage`` is used as it is)."""
-    return [as_passage(x) for x in items]
+    """Text views of the items for rendering (a ``Passage`` is used as it is); each
+    text and title must be valid Unicode (:func:`~rag_position.passages.check_text`)."""
+    passages = [as_passage(x) for x in items]
+    check_passage_texts(passages)
+    return passages
 
 
 def own_score(item: Any) -> float | None:
@@ -133,6 +136,7 @@ def check_question(question: object) -> None:
         raise TypeError(f"`question` must be a str, got {type(question).__name__}")
     if not question.strip():
         raise ValueError(f"`question` must be a non-empty string, got {question!r}")
+    check_text(question, "`question`")
 
 
 def check_seed(seed: object) -> int:
@@ -167,6 +171,13 @@ def score_prompts(
     elapsed = time.perf_counter() - start
     if len(results) != len(prompts):
         raise BackendError(f"the scorer returned {len(results)} scores for {len(prompts)} prompts")
+    for i, result in enumerate(results):
+        if not (math.isfinite(result.mean) and math.isfinite(result.sum)):
+            # a NaN compares false with everything: it would win or lose an order silently
+            raise BackendError(
+                f"the scorer returned mean={result.mean}, sum={result.sum} for prompt {i}: "
+                "not a finite number"
+            )
     if spend.cost is not None:
         return list(results), spend.cost
     return list(results), Cost(lm_calls=len(prompts), seconds=elapsed)

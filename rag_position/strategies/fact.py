@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rag_position.models.protocols import Embedder, Generator, Span
-from rag_position.passages import Passage
+from rag_position.passages import Passage, check_text
 from rag_position.prompts import (
     QA_TEMPLATE,
     fill_template,
@@ -153,6 +153,7 @@ def fact(
     check_question(question)
     check_count(max_iterations, "max_iterations")
     original, _ = resolve_context(passages_or_context)
+    check_text(original, "the context")
     meter = Meter(generator)
     if callable(rewrite):
         rewriter: Rewrite = rewrite

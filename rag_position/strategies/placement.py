@@ -80,7 +80,7 @@ def profile_reorder(
         relevance, cost, source = result.scores, result.cost, "convex_score"
     else:
         own = [own_score(x) for x in items]
-        if all(s is not None for s in own):
+        if all(s is not None and not math.isnan(s) for s in own):  # NaN: no score
             relevance, source = [s for s in own if s is not None], "passage_scores"
         else:
             relevance, source = [float(n - i) for i in range(n)], "order"

@@ -15,7 +15,7 @@ from difflib import SequenceMatcher
 from typing import Any, Literal
 
 from rag_position.models.protocols import Generator, Span
-from rag_position.passages import Passage
+from rag_position.passages import Passage, check_text
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa, render_recite
 from rag_position.strategies._align import (
     Meter,
@@ -157,6 +157,7 @@ def recite_then_solve(
     if fallback not in ("context", "none"):
         raise ValueError(f"`fallback` must be 'context' or 'none', got {fallback!r}")
     context, docs = resolve_context(passages_or_context)
+    check_text(context, "the context")
     meter = Meter(generator)
     template = None if docs is not None else RECITE_TEXT_TEMPLATE
     prompt = render_recite(question, context, template=template)

@@ -4,9 +4,13 @@
 records every request; to serve a model, run vLLM (``rag-position serve``, see
 :mod:`rag_position.serving`). What it is for: the failures a real server cannot be
 made to produce on demand. ``fail_next`` answers the next requests with an HTTP error
-(the client's retries), a ``handler=`` subclass alters replies (missing
-log-probabilities, a refused ``max_tokens=0``, several models), and ``count`` says
-how many requests a path saw. The tests of the ``openai:`` backend against vLLM itself
+(the client's retries), ``break_next`` answers with a broken reply instead (a body
+that is truncated, HTML, or JSON with a null text, a NaN or missing log-probability,
+a reply trickled a byte at a time, or none at all: every name in ``BREAKS``),
+``clip_to_window=True`` shortens ``max_tokens`` to fit the window without a word as
+vLLM does, a ``handler=`` subclass alters replies (missing log-probabilities, a
+refused ``max_tokens=0``, several models), and ``count`` says how many requests a
+path saw. The tests of the ``openai:`` backend against vLLM itself
 are in ``tests/test_vllm_server.py``.
 
 It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses:
@@ -96,6 +100,63 @@ class _Fault:
     message: str
 
 
+@dataclass(frozen=True)
+class _Break:
+    kind: str
+    seconds: float
+
+
+def _logprobs_of(body: JSON) -> JSON:
+    lp = body["choices"][0].get("logprobs")
+    if not isinstance(lp, dict):
+        raise ValueError("this break needs a reply with logprobs (a scoring request)")
+    return lp
+
+
+def _set_null_text(body: JSON) -> None:
+    body["choices"][0]["text"] = None
+
+
+def _set_null_content(body: JSON) -> None:
+    body["choices"][0]["message"]["content"] = None
+
+
+def _set_nan_logprob(body: JSON) -> None:
+    values = _logprobs_of(body)["token_logprobs"]
+    values[len(values) // 2] = float("nan")
+
+
+def _set_null_logprob(body: JSON) -> None:
+    values = _logprobs_of(body)["token_logprobs"]
+    values[len(values) // 2] = None
+
+
+def _set_short_logprobs(body: JSON) -> None:
+    lp = _logprobs_of(body)
+    lp["token_logprobs"] = lp["token_logprobs"][: max(1, len(lp["token_logprobs"]) // 2)]
+
+
+def _set_short_offsets(body: JSON) -> None:
+    lp = _logprobs_of(body)
+    lp["text_offset"] = lp["text_offset"][:1]
+
+
+def _drop_choices(body: JSON) -> None:
+    body["choices"] = []
+
+
+_BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
+    "null-text": _set_null_text,
+    "null-content": _set_null_content,
+    "nan-logprob": _set_nan_logprob,
+    "null-logprob": _set_null_logprob,
+    "short-logprobs": _set_short_logprobs,
+    "short-offsets": _set_short_offsets,
+    "no-choices": _drop_choices,
+}
+BREAKS = ("truncated-json", "html", "not-an-object", *_BODY_BREAKS, "trickle", "hang")
+
+
 def _error_body(status: int, message: str, type_: str) -> JSON:
     return {"error": {"message": message, "type": type_, "param": None, "code": status}}
 
@@ -116,9 +177,13 @@ def _n_tokens(model: TransformersModel, prompt: str) -> int:
     return len(ids)
 
 
-def _check_window(model: TransformersModel, n_prompt: int, n_new: int) -> None:
-    if n_prompt + n_new > model.max_context:
-        raise HTTPError(400, _context_message(n_prompt, n_new, model.max_context))
+def _check_window(model: TransformersModel, n_prompt: int, n_new: int, clip: bool) -> int:
+    """``n_new``, or what fits the window with ``clip`` (vLLM's way); 400 if nothing fits."""
+    if n_prompt + n_new <= model.max_context:
+        return n_new
+    if clip and n_new > 0 and n_prompt < model.max_context:
+        return model.max_context - n_prompt
+    raise HTTPError(400, _context_message(n_prompt, n_new, model.max_context))
 
 
 class OpenAIHandler(BaseHTTPRequestHandler):
@@ -205,7 +270,47 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             logger.exception("request %s %s failed", method, path)
             self.send_error_json(500, f"{type(exc).__name__}: {exc}", "InternalServerError")
         else:
-            self.send_json(200, body)
+            broken = self.server.take_break()
+            if broken is None:
+                self.send_json(200, body)
+            else:
+                self._send_broken(broken, body)
+
+    def _send_broken(self, broken: _Break, body: JSON) -> None:
+        """Answer 200 with the reply broken as ``broken.kind`` says (``BREAKS``)."""
+        kind = broken.kind
+        data = json.dumps(body).encode()
+        content_type = "application/json"
+        if kind == "hang":  # headers never come: the client must give up by itself
+            time.sleep(broken.seconds)
+            self.close_connection = True
+            return
+        if kind == "truncated-json":
+            data = data[: len(data) // 2]
+        elif kind == "html":
+            data, content_type = b"<html><body>502 Bad Gateway</body></html>", "text/html"
+        elif kind == "not-an-object":
+            data = b"[]"
+        elif kind in _BODY_BREAKS:
+            _BODY_BREAKS[kind](body)
+            data = json.dumps(body).encode()  # NaN is written as the literal NaN
+        elif kind != "trickle":
+            raise ValueError(f"unknown break {kind!r}")
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if kind != "trickle":
+            self.wfile.write(data)
+            return
+        self.close_connection = True
+        for i in range(len(data)):  # one byte every broken.seconds, to the end
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+            time.sleep(broken.seconds)
 
     # ------------------------------------------------------------------ validation
     def _check_model(self, req: JSON) -> None:
@@ -286,7 +391,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 if not text:
                     raise HTTPError(400, f"prompt {i} is empty")
                 n_prompt = _n_tokens(model, text)
-                _check_window(model, n_prompt, max_tokens)
+                max_tokens = _check_window(model, n_prompt, max_tokens, self.server.clip)
                 completion, n_new = "", 0
                 if max_tokens > 0:
                     with metered() as tally:
@@ -358,7 +463,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                     )
                 )
             n_prompt = _n_tokens(model, prompt)
-            _check_window(model, n_prompt, max_tokens)
+            max_tokens = _check_window(model, n_prompt, max_tokens, self.server.clip)
             with metered() as tally:
                 (text,) = model.generate(
                     [prompt],
@@ -473,9 +578,12 @@ class ModelServer(ThreadingHTTPServer):
         name: str | None = None,
         handler: type[OpenAIHandler] = OpenAIHandler,
         token_strs: bool = False,
+        clip_to_window: bool = False,
     ) -> None:
         super().__init__((host, port), handler)
         self.token_strs = token_strs
+        self.clip = clip_to_window
+        self._breaks: deque[_Break] = deque()
         self.model_name = name or model.name
         self.raw_model, self.chat_model = _variants(model)
         self.created = int(time.time())
@@ -510,6 +618,24 @@ class ModelServer(ThreadingHTTPServer):
         """
         with self._state_lock:
             self._faults.extend([_Fault(status, retry_after, message)] * n)
+
+    def break_next(self, n: int, kind: str, *, seconds: float = 1.0) -> None:
+        """Testing aid: answer the next ``n`` successful requests with a broken reply.
+
+        ``kind`` is one of ``BREAKS``: ``truncated-json``, ``html``, ``not-an-object``,
+        ``null-text``, ``null-content``, ``nan-logprob``, ``null-logprob``,
+        ``short-logprobs``, ``short-offsets``, ``no-choices`` (a 200 with that body);
+        ``trickle`` (the right body, one byte every ``seconds``); ``hang`` (no answer for
+        ``seconds``, then the connection closes).
+        """
+        if kind not in BREAKS:
+            raise ValueError(f"kind must be one of {', '.join(BREAKS)}, got {kind!r}")
+        with self._state_lock:
+            self._breaks.extend([_Break(kind, seconds)] * n)
+
+    def take_break(self) -> _Break | None:
+        with self._state_lock:
+            return self._breaks.popleft() if self._breaks else None
 
     def take_fault(self) -> _Fault | None:
         with self._state_lock:
@@ -584,6 +710,7 @@ def serve(
     name: str | None = None,
     handler: type[OpenAIHandler] = OpenAIHandler,
     token_strs: bool = False,
+    clip_to_window: bool = False,
 ) -> ModelServer:
     """Start a :class:`ModelServer` for ``model`` in a background thread and return it.
 
@@ -596,7 +723,15 @@ def serve(
         >>> remote = load_model("openai:" + server.url)
         >>> server.shutdown()
     """
-    return ModelServer(model, host, port, name=name, handler=handler, token_strs=token_strs).start()
+    return ModelServer(
+        model,
+        host,
+        port,
+        name=name,
+        handler=handler,
+        token_strs=token_strs,
+        clip_to_window=clip_to_window,
+    ).start()
 
 
-__all__ = ["HTTPError", "ModelServer", "OpenAIHandler", "serve"]
+__all__ = ["BREAKS", "HTTPError", "ModelServer", "OpenAIHandler", "serve"]

@@ -231,6 +231,15 @@ def check_documents(documents: Sequence[Document], what: str = "documents") -> l
     return docs
 
 
+def check_query(query: Any, who: str) -> str:
+    """The query of a compressor or retriever call: a ``TypeError`` naming it unless a str."""
+    if not isinstance(query, str):
+        shown = repr(query) if len(repr(query)) <= 60 else repr(query)[:57] + "..."
+        got = "None" if query is None else f"{type(query).__name__} {shown}"
+        raise TypeError(f"{who}: the query must be a str, got {got}")
+    return query
+
+
 def to_passage(doc: Document, title_key: str | None = "title") -> Passage:
     """The text view the core renders: ``page_content``, and ``metadata[title_key]`` if a str."""
     title = doc.metadata.get(title_key) if title_key else None

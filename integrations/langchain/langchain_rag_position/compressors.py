@@ -31,6 +31,7 @@ from langchain_rag_position._adapters import (
     LazyModel,
     annotate,
     check_documents,
+    check_query,
     metadata_scores,
     resolve_scorer,
     to_passage,
@@ -64,6 +65,7 @@ class _Reorder(BaseDocumentCompressor, ReorderOptions):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """The documents in the strategy's order (see the module doc for the metadata)."""
+        check_query(query, type(self).__name__)
         docs = check_documents(documents)
         if not docs:
             return []

@@ -12,6 +12,7 @@ from langchain_core.documents import BaseDocumentCompressor, BaseDocumentTransfo
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
+from langchain_rag_position._adapters import check_query
 from langchain_rag_position.compressors import (
     ConvexScoreReorder,
     EdgeReorder,
@@ -111,6 +112,7 @@ class PositionAwareRetriever(BaseRetriever):
     ) -> list[Document]:
         if kwargs:
             raise TypeError(f"PositionAwareRetriever got unexpected arguments {sorted(kwargs)}")
+        check_query(query, "PositionAwareRetriever")
         docs = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()})
         docs = self._keep(docs, k)
         if not docs:
@@ -132,6 +134,7 @@ class PositionAwareRetriever(BaseRetriever):
     ) -> list[Document]:
         if kwargs:
             raise TypeError(f"PositionAwareRetriever got unexpected arguments {sorted(kwargs)}")
+        check_query(query, "PositionAwareRetriever")
         docs = await self.retriever.ainvoke(query, config={"callbacks": run_manager.get_child()})
         docs = self._keep(docs, k)
         if not docs:

@@ -68,7 +68,7 @@ def test_openai_compatible_models_become_our_backend() -> None:
     assert (scorer.base_url, scorer.name, scorer.timeout, scorer.max_retries) == (
         "http://127.0.0.1:9/v1", "served", 7.0, 1,
     )  # fmt: skip
-    assert scorer._client.api_key == "k"
+    assert scorer._http.api_key == "k"
     llm = OpenAI(base_url="http://127.0.0.1:9/v1", model="served", api_key="k")
     assert isinstance(LikelihoodReorder(scorer=llm).core_scorer, OpenAICompatibleModel)
 

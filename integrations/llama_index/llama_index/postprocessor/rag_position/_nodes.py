@@ -31,10 +31,38 @@ def check_nodes(nodes: Sequence[Any], who: str) -> list[NodeWithScore]:
     return items
 
 
+def query_of(query_bundle: QueryBundle | None, who: str) -> str | None:
+    """The query text (``None``: no ``query_bundle`` was given).
+
+    A ``TypeError`` naming what is wrong when ``query_bundle`` is not a ``QueryBundle``
+    (a string passed where the bundle goes, say) or its ``query_str`` is not a string.
+    """
+    if query_bundle is None:
+        return None
+    if not isinstance(query_bundle, QueryBundle):
+        raise TypeError(
+            f"{who}: query_bundle must be a QueryBundle, got {_short(query_bundle)}; pass the "
+            "query as postprocess_nodes(nodes, query_str=...)"
+        )
+    query = query_bundle.query_str
+    if not isinstance(query, str):
+        raise TypeError(f"{who}: query_bundle.query_str must be a str, got {_short(query)}")
+    return query
+
+
+def _short(value: Any) -> str:
+    """``None``, or the value's type and (at most 60 characters of) its repr."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 def question_of(query_bundle: QueryBundle | None, who: str) -> str:
-    """The query text; ``ValueError`` when there is none (the strategy needs the question)."""
-    query = None if query_bundle is None else query_bundle.query_str
-    if not isinstance(query, str) or not query.strip():
+    """The query text; ``ValueError`` when there is none (the strategy needs the question),
+    ``TypeError`` when it is not a string (:func:`query_of`)."""
+    query = query_of(query_bundle, who)
+    if query is None or not query.strip():
         raise ValueError(
             f"{who} scores the question's likelihood, so it needs the query: call "
             "postprocess_nodes(nodes, query_str=...) (query engines and retrievers pass it)"
@@ -101,4 +129,11 @@ def _with(keys: Sequence[str], key: str) -> list[str]:
     return list(keys) if key in keys else [*keys, key]
 
 
-__all__ = ["METADATA_KEY", "check_nodes", "node_passage", "question_of", "reorder_nodes"]
+__all__ = [
+    "METADATA_KEY",
+    "check_nodes",
+    "node_passage",
+    "query_of",
+    "question_of",
+    "reorder_nodes",
+]

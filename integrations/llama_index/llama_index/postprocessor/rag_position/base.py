@@ -22,6 +22,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position._nodes import (
     check_nodes,
     node_passage,
+    query_of,
     question_of,
     reorder_nodes,
 )
@@ -65,6 +66,7 @@ class _RagPositionReorder(BaseNodePostprocessor, ReorderOptions):
         query_bundle: QueryBundle | None = None,
     ) -> list[NodeWithScore]:
         items = check_nodes(nodes, type(self).__name__)
+        query_of(query_bundle, type(self).__name__)  # a clear TypeError for a malformed query
         if not items:
             return []
         return reorder_nodes(
@@ -232,7 +234,7 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> core.Reordering:
         key = self.score_key
-        question = query_bundle.query_str if query_bundle is not None else None
+        question = query_of(query_bundle, type(self).__name__)
         if self._scorer is not None:
             question = question_of(query_bundle, type(self).__name__)
         return core.profile_reordering(

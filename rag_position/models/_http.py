@@ -1,0 +1,277 @@
+"""JSON over HTTP for the ``openai:`` backend: one deadline for the whole call.
+
+Every call (:meth:`JSONClient.call`) is bounded as a whole by ``timeout`` seconds:
+connecting, sending, every byte of the reply, the retries and the waits between them.
+A server that trickles its reply one byte at a time, or never answers, ends the call
+at the deadline with :class:`~rag_position.errors.BackendUnavailableError` naming the
+URL, the model and the deadline. (A per-read timeout, which is what HTTP clients
+offer, bounds nothing: a byte every few seconds keeps a read alive forever.)
+
+Requests run on one event-loop thread per client, where ``asyncio.wait_for`` cancels
+whatever the request is doing when its time is up; callers on any thread block on
+their own request only.
+
+Retried, inside the deadline, with exponential backoff (0.5 s doubling to 8 s, with
+jitter; a ``retry-after-ms`` or ``retry-after`` header of at most 60 s is honoured
+instead): connection failures, HTTP 408, 409, 429 and 5xx, and **malformed replies**:
+a 200 whose body is not JSON, or whose JSON the caller's ``parse`` rejects by raising
+:class:`Malformed` (a missing field, arrays of unequal length, a non-finite number).
+After the last retry the error names the URL, the model and what was wrong; a number
+is never computed from a broken reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from rag_position.errors import BackendError, BackendUnavailableError
+
+T = TypeVar("T")
+
+RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
+_BACKOFF_START, _BACKOFF_MAX, _RETRY_AFTER_MAX = 0.5, 8.0, 60.0
+
+
+class Malformed(Exception):
+    """Raised by a reply parser: the reply is not what the endpoint promises (retried)."""
+
+
+@dataclass
+class HTTPStatusError(Exception):
+    """A non-2xx answer that is not retried (or no longer): status and the server's message."""
+
+    status: int
+    message: str
+    url: str
+
+    def __str__(self) -> str:
+        return f"{self.url} answered HTTP {self.status}: {self.message}"
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    headers: httpx.Headers
+    content: bytes
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    loop.run_forever()
+
+
+def _stop(loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient | None) -> None:
+    """Close the client and stop the loop (a finalizer: holds no reference to its owner)."""
+    if loop.is_closed():
+        return
+    if client is not None and loop.is_running():
+        with contextlib.suppress(Exception):  # best effort, at exit
+            asyncio.run_coroutine_threadsafe(client.aclose(), loop).result(timeout=5)
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+
+
+class JSONClient:
+    """POST/GET JSON with a whole-call deadline, retries and reply validation (module doc)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        model: str,
+        timeout: float,
+        max_retries: int,
+    ) -> None:
+        self.api_key = api_key
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    # ------------------------------------------------------------------ the loop
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]:
+        with self._lock:
+            if self._loop is None or self._client is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_run_loop, args=(loop,), name="rag-position-http", daemon=True
+                )
+                thread.start()
+
+                async def make() -> httpx.AsyncClient:
+                    # no timeout of httpx's own: the deadline (wait_for) bounds each request
+                    return httpx.AsyncClient(timeout=None, follow_redirects=False)
+
+                client = asyncio.run_coroutine_threadsafe(make(), loop).result()
+                self._loop, self._client = loop, client
+                weakref.finalize(self, _stop, loop, client)
+            return self._loop, self._client
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread (a later call starts them again)."""
+        with self._lock:
+            loop, client = self._loop, self._client
+            self._loop = self._client = None
+        if loop is not None:
+            _stop(loop, client)
+
+    def _send(
+        self, method: str, url: str, body: Any, seconds: float
+    ) -> _Reply:  # raises TimeoutError, httpx.TransportError
+        loop, client = self._start()
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+        async def fetch() -> _Reply:
+            reply = await client.request(method, url, content=content, headers=headers)
+            return _Reply(reply.status_code, reply.headers, reply.content)
+
+        async def bounded() -> _Reply:
+            return await asyncio.wait_for(fetch(), seconds)
+
+        future = asyncio.run_coroutine_threadsafe(bounded(), loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    # ------------------------------------------------------------------ one call
+    def call(
+        self,
+        method: str,
+        url: str,
+        body: Any,
+        parse: Callable[[Any], T],
+        *,
+        what: str,
+    ) -> T:
+        """``parse(json)`` of the reply to one request, retried inside the deadline.
+
+        Non-retried failures: :class:`HTTPStatusError` (a 4xx other than 408/409/429,
+        which the caller maps), an exception ``parse`` raises other than
+        :class:`Malformed`. Everything else ends as :class:`BackendError` or
+        :class:`BackendUnavailableError` naming ``url``, the model and ``what``.
+        """
+        start = time.monotonic()
+        deadline = start + self.timeout
+        attempt = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._deadline(url, what, attempt, None)
+            wait: float | None = None
+            try:
+                reply = self._send(method, url, body, remaining)
+            except (TimeoutError, asyncio.TimeoutError) as exc:
+                raise self._deadline(url, what, attempt + 1, "no complete answer") from exc
+            except httpx.TransportError as exc:
+                failure: BackendError = BackendUnavailableError(
+                    f"cannot reach the model server at {url} for model {self.model!r} "
+                    f"({type(exc).__name__}: {exc}){self._tries(attempt)} (deadline "
+                    f"timeout={self.timeout}s, max_retries={self.max_retries}); start the "
+                    "server or check the URL"
+                )
+                failure.__cause__ = exc
+            else:
+                if 200 <= reply.status < 300:
+                    try:
+                        data = json.loads(reply.content)
+                        return parse(data)
+                    except (Malformed, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        failure = BackendError(
+                            f"{url} sent a malformed reply for {what} of model {self.model!r}"
+                            f"{self._tries(attempt)}: {_describe(exc, reply.content)}"
+                        )
+                        failure.__cause__ = exc
+                else:
+                    message = _server_message(reply.content)
+                    if not (reply.status in RETRIED_STATUS or reply.status >= 500):
+                        raise HTTPStatusError(reply.status, message, url)
+                    failure = BackendError(
+                        f"{url} answered HTTP {reply.status}{self._tries(attempt)} for model "
+                        f"{self.model!r}: {message}"
+                    )
+                    wait = _retry_after(reply.headers)
+            if attempt >= self.max_retries:
+                raise failure
+            attempt += 1
+            if wait is None:
+                wait = min(_BACKOFF_MAX, _BACKOFF_START * 2 ** (attempt - 1))
+                wait *= 1 - 0.25 * random.random()
+            if time.monotonic() + wait >= deadline:
+                raise self._deadline(url, what, attempt, str(failure)) from failure
+            time.sleep(wait)
+
+    def _tries(self, retries: int) -> str:
+        return f" after {retries} retries" if retries else ""
+
+    def _deadline(
+        self, url: str, what: str, attempts: int, last: str | None
+    ) -> BackendUnavailableError:
+        said = f"; last: {last}" if last else ""
+        return BackendUnavailableError(
+            f"{url} gave no complete answer for {what} of model {self.model!r} within the "
+            f"deadline timeout={self.timeout}s ({attempts} attempt(s), "
+            f"max_retries={self.max_retries}){said}; is the server up and not overloaded? "
+            "A larger timeout= gives it longer"
+        )
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds a server asked to wait (``retry-after-ms`` or ``retry-after``), if sane."""
+    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(key)
+        if raw is None:
+            continue
+        try:
+            value = float(raw) * scale
+        except ValueError:
+            continue
+        if 0 < value <= _RETRY_AFTER_MAX:
+            return value
+    return None
+
+
+def _server_message(content: bytes) -> str:
+    """The message of an error body (OpenAI's ``{"error": {"message"}}``, vLLM's too)."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        text = content.decode("utf-8", "replace").strip()
+        return text[:300] or "(empty body)"
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+        if isinstance(body.get("detail"), str):
+            return str(body["detail"])
+    return json.dumps(body)[:300]
+
+
+def _describe(exc: Exception, content: bytes) -> str:
+    if isinstance(exc, Malformed):
+        return str(exc)
+    head = content[:80].decode("utf-8", "replace")
+    return f"the body is not JSON ({exc}); it starts {head!r}"
+
+
+__all__ = ["HTTPStatusError", "JSONClient", "Malformed"]

@@ -1,0 +1,238 @@
+"""Bad CLI input gives one ``error:`` line naming what was wrong, a non-zero exit, no traceback.
+
+Every case here fails before a model loads: ``load_model`` (and vLLM's server) are
+replaced by stubs that fail the test if they are reached.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rag_position.eval.cli as eval_cli
+import rag_position.models.loading as loading
+import rag_position.serving as serving
+from rag_position.cli import main
+from rag_position.errors import ModelSpecError
+from rag_position.models import load_model
+
+REAL_VLLM_SERVER = serving.VLLMServer
+
+
+def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError(f"reached with {args} {kwargs}: the input should have been refused first")
+
+
+@pytest.fixture(autouse=True)
+def _nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model, backend class or vLLM server is reached by any test here."""
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    monkeypatch.setattr(loading, "_transformers_model", _never)
+    monkeypatch.setattr(serving, "VLLMServer", _never)
+
+
+def _run(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``rag-position <argv>`` in-process: its exit code and stderr."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def _error_line(code: int, err: str, *names: str) -> str:
+    """The one ``error:`` line of a failed command, naming each of ``names``."""
+    assert code != 0, err
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1, err
+    for name in names:
+        assert name in lines[0], lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------ eval: --data and --out
+def test_eval_data_folder_is_refused_before_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    code, err = _run(
+        ["eval", "kv", "--data", str(tmp_path), "--out", str(out), "--pairs", "8"], capsys
+    )
+    line = _error_line(code, err, f"--data {tmp_path}", "is a folder")
+    assert line.startswith("error:")
+    assert not out.exists()  # refused before the run's folder was made
+
+
+def test_eval_missing_data_file_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    code, err = _run(["eval", "multidoc", "--data", str(missing), "--out", str(tmp_path)], capsys)
+    _error_line(code, err, str(missing))
+
+
+def test_eval_out_that_is_a_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    existing = tmp_path / "report.md"
+    existing.write_text("not a folder\n")
+    code, err = _run(["eval", "kv", "--out", str(existing), "--pairs", "8"], capsys)
+    _error_line(code, err, f"--out {existing}", "is a file")
+    assert existing.read_text() == "not a folder\n"
+
+
+def test_eval_out_under_a_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    existing = tmp_path / "a-file"
+    existing.write_text("")
+    code, err = _run(["eval", "gauge", "--out", str(existing / "run")], capsys)
+    _error_line(code, err, str(existing / "run"), f"{existing} is a file")
+
+
+def test_run_function_refuses_an_out_file_before_writing(tmp_path: Path) -> None:
+    from rag_position.eval import run_kv
+    from rag_position.eval.common import EvalConfigError
+
+    existing = tmp_path / "out.txt"
+    existing.write_text("")
+    with pytest.raises(EvalConfigError, match="is a file, not a folder"):
+        run_kv(object(), pairs=8, questions=1, out=existing)
+
+
+# ------------------------------------------------------------------ --model hf:<path>
+def test_missing_model_path_names_it_and_loads_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(eval_cli, "load_model", load_model)  # real; the backend is stubbed
+    code, err = _run(["eval", "kv", "--model", "hf:/nonexistent", "--pairs", "8"], capsys)
+    _error_line(code, err, "hf:/nonexistent", "no such folder or file")
+
+
+@pytest.mark.parametrize("spec", ["hf:/nonexistent", "hf:./no/such/model", "hf:~/no-such.gguf"])
+def test_load_model_refuses_a_missing_path_without_the_hub(spec: str) -> None:
+    with pytest.raises(ModelSpecError, match=r"no such folder or file|does not exist") as caught:
+        load_model(spec)
+    assert str(Path(spec[3:]).expanduser()) in str(caught.value)
+
+
+def test_folder_without_a_model_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(eval_cli, "load_model", load_model)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, err = _run(["eval", "kv", "--model", f"hf:{empty}", "--pairs", "8"], capsys)
+    line = _error_line(code, err, str(empty), "holds no transformers model", "config.json")
+    assert "tokenizer" not in line
+
+
+def test_folder_with_config_but_no_weights_says_so(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelSpecError, match="no weights") as caught:
+        load_model(f"hf:{tmp_path}")
+    assert str(tmp_path) in str(caught.value)
+
+
+def test_folder_holding_a_gguf_file_points_at_it(tmp_path: Path) -> None:
+    (tmp_path / "model-q8_0.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ModelSpecError, match=r"model-q8_0\.gguf"):
+        load_model(f"hf:{tmp_path}")
+
+
+def test_demo_names_a_missing_model_before_loading_the_embedder(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rag_position.models as models
+
+    monkeypatch.setattr(models, "load_embedder", _never)
+    code, err = _run(["demo", "--model", "hf:/nonexistent"], capsys)
+    _error_line(code, err, "hf:/nonexistent", "no such folder or file")
+
+
+# ------------------------------------------------------------------ serve's numeric options
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--port", "70000"),
+        ("--port", "-1"),
+        ("--max-model-len", "0"),
+        ("--tensor-parallel-size", "0"),
+        ("--startup-timeout", "0"),
+    ],
+)
+def test_serve_refuses_bad_numbers_while_parsing(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(["serve", option, value], capsys)
+    assert code == 2
+    _error_line(code, err, f"argument {option}", value)
+
+
+def test_serve_reports_a_model_it_cannot_serve_as_an_error_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    # the real VLLMServer: the spec is refused before vLLM is looked for or started
+    monkeypatch.setattr(serving, "VLLMServer", REAL_VLLM_SERVER)
+    code, err = _run(
+        ["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable], capsys
+    )
+    assert _error_line(code, err, "hf:/nonexistent", "is not a folder").startswith("error:")
+
+
+# ------------------------------------------------------------------ comma-separated names
+@pytest.mark.parametrize("text", ["edge,,sandwich", ",edge", "edge,", "edge, ,sandwich", " ", ""])
+def test_empty_strategy_names_are_refused(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(["eval", "compare", "--strategies", text], capsys)
+    line = _error_line(code, err, "--strategies")
+    assert "empty" in line or "no name" in line
+    if text.strip(", "):
+        assert repr(text) in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["compare", "--gold", "random,"], "--gold"),
+        (["length", "--fillers", ",essay"], "--fillers"),
+    ],
+)
+def test_other_name_lists_refuse_empty_names(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(["eval", *argv], capsys)
+    _error_line(code, err, option, "empty")
+
+
+# ------------------------------------------------------------------ text that is not Unicode
+class _Echo:
+    """A model that must not be asked anything (the data is refused first)."""
+
+    name = "echo"
+
+    def generate(self, prompts: Sequence[str], **options: Any) -> list[str]:
+        raise AssertionError("generate was called on data that is not valid Unicode")
+
+
+def test_data_with_a_lone_surrogate_names_file_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec, **kwargs: _Echo())
+    ctxs = [{"title": f"t{i}", "text": f"passage {i}", "isgold": i == 0} for i in range(10)]
+    good = {"question": "who?", "answers": ["x"], "ctxs": ctxs}
+    bad = {"question": "what is \ud800?", "answers": ["x"], "ctxs": ctxs}
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")  # "\ud800" escaped
+    code, err = _run(
+        ["eval", "multidoc", "--data", str(data), "--out", str(tmp_path / "run")], capsys
+    )
+    _error_line(
+        code, err, str(data), "line 2", "field 'question'", "not valid Unicode", "character 8"
+    )
