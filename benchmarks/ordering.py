@@ -7,6 +7,11 @@
     python benchmarks/ordering.py cost --n 10 --questions 1 \
         --out benchmarks/results/ordering_cost_cpu.json
 
+    python benchmarks/ordering.py tables --model openai:http://127.0.0.1:8000/v1/NAME \
+        --questions 200 --base-orders 4 --shard 1/2 --out results/ordering-tables/tables.jsonl
+    python benchmarks/ordering.py designs --tables results/ordering-tables/tables.jsonl \
+        --out benchmarks/results/ordering_designs.json
+
 Instances are the eval's (``load_multidoc``: dense-retrieved distractors from the
 packaged oracle file, cached), the gold passage at a seeded uniformly random position
 per question.
@@ -16,6 +21,18 @@ against ``design="authors"`` (N shuffles x N rotations), on the embedded model:
 forward passes, prompt tokens, wall time and peak RSS above the loaded weights
 (sampled), after one warm-up pass. Targets (issue 4): passes ratio exactly 1/N,
 wall-time ratio <= 1.2/N.
+
+``tables``: the raw material of every ordering design, kept per question so that a
+design is judged offline, without a model: the mean log-likelihood of the question
+after each of the first R·N prompts of the authors' design (R random distinct
+cyclic base orders, each with its N rotations; ``--base-orders R``), the question's
+mean log-likelihood after each passage alone (the QA prompt with one document: N
+short prompts), and the prompt tokens each kind cost. One JSON line per question,
+appended as it is done: a rerun resumes, ``--shard K/N`` splits the questions over
+processes (or servers), and any model spec scores (``openai:`` for a vLLM server).
+
+``designs``: identification rate (top-1 = the gold) of every design computed from
+the tables, with its scoring cost in full prompts' worth of tokens.
 
 ``gold``: per question the authors' design is scored ONCE (N² prompts) and every
 variant is computed from a prefix of those prompts: R base orders = the first R·N
@@ -57,7 +74,10 @@ SCORE_DEFINITIONS = {"E+C": (1.0, 1.0), "E": (1.0, 0.0), "C": (0.0, 1.0)}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["cost", "gold"])
+    parser.add_argument("what", choices=["cost", "gold", "tables", "designs"])
+    parser.add_argument("--model", default="embedded", help="model spec (tables)")
+    parser.add_argument("--shard", default="1/1", help="K/N: every N-th question from the K-th")
+    parser.add_argument("--tables", type=Path, nargs="+", help="tables JSONL files (designs)")
     parser.add_argument("--n", type=int, nargs="+", default=[10], help="passages per prompt")
     parser.add_argument("--questions", type=int, default=2)
     parser.add_argument("--base-orders", type=int, nargs="+", default=[1, 2, 4])
@@ -66,6 +86,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="model device: cpu, cuda, cuda:1...")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.what == "tables":
+        _tables(args)
+        return
+    if args.what == "designs":
+        from ordering_designs import evaluate  # benchmarks/ordering_designs.py
+
+        report = evaluate([row for path in args.tables for row in _read_tables(path)])
+        report["command"] = "python benchmarks/ordering.py designs --tables " + " ".join(
+            str(p) for p in args.tables
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(report["rows"], indent=1))
+        return
     model = load_model("embedded", dtype=args.dtype, device=args.device)
     report: dict[str, Any] = {
         "benchmark": f"ordering.{args.what}",
@@ -88,6 +122,61 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(report["results"], indent=2))
+
+
+def _tables(args: argparse.Namespace) -> None:
+    """Append one JSON line per question of this shard not yet in ``--out`` (module doc)."""
+    from rag_position.prompts import question_span, render_qa
+    from rag_position.strategies._base import score_prompts, to_passages
+
+    k_of, n_shards = (int(x) for x in args.shard.split("/"))
+    if not 1 <= k_of <= n_shards:
+        raise SystemExit(f"--shard must be K/N with 1 <= K <= N, got {args.shard}")
+    local = not args.model.startswith("openai:")
+    kwargs = {"dtype": args.dtype, "device": args.device} if local else {}
+    model = load_model(args.model, **kwargs)
+    (n,) = args.n
+    (r,) = args.base_orders
+    done = {row["question"] for row in _read_tables(args.out)} if args.out.exists() else set()
+    instances = _instances(n, args.questions, args.seed)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for k, inst in enumerate(instances):
+        if k in done or k % n_shards != k_of - 1:
+            continue
+        start = time.perf_counter()
+        orders = convex_design(n, seed=args.seed + k, design="authors")[: r * n]
+        gauge = question_likelihood(inst.question, list(inst.passages), model, orders=orders)
+        docs = to_passages(list(inst.passages))
+        alone_prompts = [render_qa(inst.question, [d]) for d in docs]
+        spans = [question_span(p, inst.question) for p in alone_prompts]
+        alone, alone_cost = score_prompts(model, alone_prompts, spans)
+        row = {
+            "question": k,
+            "n": n,
+            "gold": inst.gold_index,
+            "orders": orders,
+            "scores": gauge.scores,
+            "alone": [a.mean for a in alone],
+            "full_prompt_tokens": gauge.cost.prompt_tokens / len(orders),
+            "alone_prompt_tokens": alone_cost.prompt_tokens,
+            "model": model.name,
+            "seconds": round(time.perf_counter() - start, 2),
+        }
+        with args.out.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"question {k}: {row['seconds']} s", flush=True)
+
+
+def _read_tables(path: Path) -> list[dict[str, Any]]:
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill: that question is redone
+                continue
+            rows[row["question"]] = row
+    return [rows[k] for k in sorted(rows)]
 
 
 def _device_name(device: Any) -> str:

@@ -1,31 +1,56 @@
 """Open-domain QA: retriever recall@k against reader accuracy@k ("Lost in the Middle", Fig. 14).
 
-The corpus is every distinct passage of the data file (for the oracle file: all
-2000 gold passages); the retriever ranks it for each question, and the reader
-answers from the top k in retrieval order, k in 5, 10, 20, 30, 40, 50. Recall@k:
-any of the k passages holds an answer (the metric's normalised match). The
-paper's finding: reader accuracy saturates long before recall.
+Two kinds of ``data`` file, told apart by their first record:
+
+- **retrieval results**, the release's
+  ``nq-open-contriever-msmarco-retrieved-documents.jsonl.gz`` (:data:`RETRIEVED_FILE`)
+  and any file in its format: each question's own ranked passages (``ctxs``, best
+  first, each with ``hasanswer`` and no ``isgold``). Nothing is retrieved: recall@k
+  is whether any of the question's top k carries ``hasanswer: true`` (the file's
+  flags, as the paper computes it), and the reader answers from those k in the
+  file's order. This reproduces the paper's curve.
+- **a corpus file** (the oracle format, default: the packaged dev file; or a
+  ``gold_at_i`` file): its distinct passages are the corpus, optionally split into
+  chunks of ``chunk_sentences`` sentences (the title kept on each chunk), and the
+  retriever (dense or BM25) ranks it for each question. Recall@k: any of the top k
+  chunks holds an answer (the metric's normalised match, as DPR's ``has_answer``:
+  the text only).
+
+In both, the reader answers from the top k in retrieval order, k in 5, 10, 20, 30,
+40, 50. The paper's finding: reader accuracy saturates long before recall. On the
+1,966 whole passages of the dev file retrieval is easy (each question's own gold
+passage is in the corpus); one-sentence chunks ranked by BM25 make it hard.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
 
-from rag_position.data import QAInstance, contains_answer
-from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
-from rag_position.eval.datasets import LazyEmbedder
+from rag_position.data import QAInstance, contains_answer, load_qa
+from rag_position.data.loaders import iter_jsonl
+from rag_position.errors import DataFormatError
+from rag_position.eval.common import EvalConfigError, Key, Prepared, check_questions, derive_seed
+from rag_position.eval.datasets import LazyEmbedder, default_oracle_path
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.retrieval import BM25Retriever, DenseRetriever, Retriever
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import bootstrap_ci, summarize
-from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list, qa_records
-from rag_position.passages import Passage
+from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list
+from rag_position.passages import Passage, check_text
 from rag_position.prompts import render_qa
+from rag_position.strategies._align import sentence_spans
 
 TASK = "open-domain"
 DEFAULT_KS = (5, 10, 20, 30, 40, 50)
+RETRIEVED_FILE = "nq-open-contriever-msmarco-retrieved-documents.jsonl.gz"
+"""The release's retrieval results: 2,655 NQ-open questions, each with its top 100
+Contriever (MS MARCO) passages from the 21M-passage Wikipedia dump."""
+FILE_RETRIEVER = "file"
+"""The retriever name of rankings read from a retrieval-results file."""
 
 
 OPEN_DOMAIN = TaskSpec(
@@ -34,9 +59,39 @@ OPEN_DOMAIN = TaskSpec(
     (
         int_list("ks", DEFAULT_KS, "--ks", "5,10,20,30,40,50", "passage counts"),
         Param("retriever", "dense", "", "--retriever", {"choices": ("dense", "bm25")}),
+        Param(
+            "chunk_sentences",
+            None,
+            "split each corpus passage into chunks of N sentences (default: whole passages)",
+            "--chunk-sentences",
+            {"type": int, "metavar": "N"},
+            omit_default=True,
+        ),
         EMBEDDER,
     ),
 )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One question with its retrieved passages, best first, and which hold an answer.
+
+    ``question.passages`` is the ranking (at least the largest k); ``hits[i]`` says
+    whether ``question.passages[i]`` holds an answer (a file's ``hasanswer`` flag, or
+    the metric's normalised match for a retrieved corpus passage).
+
+    Example:
+        >>> inst = QAInstance("Who?", ("Ann",), (Passage("Ann did."), Passage("Bob.")))
+        >>> Ranked(inst, (True, False)).recall(1), Ranked(inst, (False, True)).recall(1)
+        (1.0, 0.0)
+    """
+
+    question: QAInstance
+    hits: tuple[bool, ...]
+
+    def recall(self, k: int) -> float:
+        """1.0 when any of the top ``k`` passages holds an answer, else 0.0."""
+        return 1.0 if any(self.hits[:k]) else 0.0
 
 
 @OPEN_DOMAIN.task
@@ -44,60 +99,115 @@ def run_open_domain(run: TaskRun) -> EvalResult:
     """Recall and reader accuracy at each k for the first ``questions`` of ``data``.
 
     Parameters (:data:`OPEN_DOMAIN`): ``ks=(5, 10, 20, 30, 40, 50)``,
-    ``retriever="dense"`` (or ``"bm25"``), ``embedder`` (the dense retriever's), and
-    the common ones (:data:`~rag_position.eval.task.COMMON`).
+    ``retriever="dense"`` (or ``"bm25"``), ``chunk_sentences=None`` (whole passages;
+    ``N``: chunks of N sentences), ``embedder`` (the dense retriever's), and the
+    common ones (:data:`~rag_position.eval.task.COMMON`). A ``data`` file of
+    retrieval results (:func:`is_retrieval_results`, e.g. :data:`RETRIEVED_FILE`) is
+    read as ranked, with its ``hasanswer`` flags: ``retriever`` and
+    ``chunk_sentences`` then do not apply.
 
     Example::
 
         result = run_open_domain(load_model("embedded"), ks=(5, 10, 20), retriever="bm25",
-                                 questions=50, out="runs/open-domain")
+                                 chunk_sentences=1, questions=50, out="runs/open-domain")
         for row in result.rows:  # strategy: "retriever-recall" or "reader"
             row["strategy"], row["setting"], row["accuracy"]
+        # the paper's setting, from the release's retrieval results (all 2,655 questions):
+        run_open_domain(model, data="nq-open-contriever-msmarco-retrieved-documents.jsonl.gz")
     """
     ks, retriever, questions = run["ks"], run["retriever"], run["questions"]
+    chunk = run["chunk_sentences"]
     if retriever not in ("dense", "bm25"):
         raise EvalConfigError(f"--retriever must be 'dense' or 'bm25', got {retriever!r}")
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
         raise EvalConfigError(f"--ks must be positive passage counts, got {list(ks)}")
-    path, records = qa_records(run)
-    corpus = _corpus(records)
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise EvalConfigError(
+            f"--chunk-sentences must be a positive number of sentences, got {chunk!r}"
+        )
+    ks = sorted(set(ks))
+    path = Path(run["data"]) if run["data"] is not None else default_oracle_path()
+    if is_retrieval_results(path):
+        if chunk is not None or retriever != "dense":
+            given = "--chunk-sentences" if chunk is not None else f"--retriever {retriever}"
+            raise EvalConfigError(
+                f"{given}: {path} holds retrieval results (each question's own ranked "
+                "passages, with 'hasanswer' flags), which are read as given; --retriever "
+                "and --chunk-sentences apply to a corpus file (the oracle format)"
+            )
+        ranked = load_retrieved(path, depth=max(ks), limit=questions)
+        note = (
+            f"each question's own ranked passages from `{path.name}` (retrieval results), "
+            "in the file's order; recall@k: any of the top k has `hasanswer: true` "
+            "(the file's flags, as the paper computes it)"
+        )
+        section = open_domain_section(run.ctx, ranked, ks, retriever=FILE_RETRIEVER, note=note)
+        return run.finish([section], title="Open-domain QA: recall vs accuracy")
+    records = load_qa(path)
+    check_questions(questions, len(records))
+    passages = distinct_passages(records)
+    corpus = sentence_chunks(passages, chunk) if chunk else passages
     if max(ks) > len(corpus):
-        raise EvalConfigError(f"--ks: k={max(ks)} exceeds the {len(corpus)} passages of {path}")
-    ctx = run.ctx
+        units = f"{chunk}-sentence chunks" if chunk else "passages"
+        raise EvalConfigError(f"--ks: k={max(ks)} exceeds the {len(corpus)} {units} of {path}")
     ranker: Retriever = (
         DenseRetriever(corpus, run["embedder"] or LazyEmbedder())
         if retriever == "dense"
         else BM25Retriever(corpus)
     )
+    ctx = run.ctx
     chosen = records[: questions or len(records)]
-    section = open_domain_section(ctx, chosen, corpus, ranker, sorted(set(ks)), path.name)
+    ranked = rank_corpus(chosen, corpus, ranker, max(ks))
+    source = f"the {len(passages)} distinct passages of `{path.name}`"
+    if chunk:
+        source = (
+            f"the {len(corpus)} distinct chunks of {chunk} sentence{'s' if chunk > 1 else ''} "
+            f"of {source} (each chunk keeps its passage's title)"
+        )
+    note = (
+        f"corpus: {source}; passages in retrieval order, best first; recall@k: any of the "
+        "top k holds an answer (normalised match in the text)"
+    )
+    section = open_domain_section(
+        ctx, ranked, ks, retriever=ranker.name, chunk_sentences=chunk, note=note
+    )
     return run.finish([section], title="Open-domain QA: recall vs accuracy")
 
 
 def open_domain_section(
     ctx: RunContext,
-    instances: Sequence[QAInstance],
-    corpus: Sequence[Passage],
-    ranker: Retriever,
+    ranked: Sequence[Ranked],
     ks: Sequence[int],
-    source: str,
+    *,
+    retriever: str,
+    chunk_sentences: int | None = None,
+    note: str = "",
 ) -> Section:
-    """Retrieve, answer at each k in ``ctx``, and summarise both curves as a section."""
-    ranked = ranker.top([inst.question for inst in instances], max(ks))
+    """Recall at each k from ``ranked``, the reader's answers from its top k in
+    ``ctx``, and both curves as a section.
+
+    ``retriever`` and ``chunk_sentences`` name the ranking in the rows' settings
+    (``k=5 retriever=bm25 chunk_sentences=1``) and fields; ``note`` describes the
+    corpus in the report.
+    """
+    setting = f"retriever={retriever}"
+    fields: dict[str, Any] = {"retriever": retriever}
+    label = f"{retriever} retrieval"
+    if chunk_sentences:
+        setting += f" chunk_sentences={chunk_sentences}"
+        fields["chunk_sentences"] = chunk_sentences
+        label += f", {chunk_sentences}-sentence chunks"
     jobs: list[Job] = []
     recall_rows: list[dict[str, Any]] = []
     for k in ks:
-        hits = [
-            1.0 if any(_has_answer(corpus[i], inst.answers) for i in ranking[:k]) else 0.0
-            for inst, ranking in zip(instances, ranked, strict=True)
-        ]
+        hits = [r.recall(k) for r in ranked]
         mean, low, high = bootstrap_ci(hits, seed=derive_seed(ctx.seed, "recall", k))
         recall_rows.append(
             {
                 "task": TASK,
                 "model": ctx.label,
                 "strategy": "retriever-recall",
-                "setting": f"k={k} retriever={ranker.name}",
+                "setting": f"k={k} {setting}",
                 "k": k,
                 "n": len(hits),
                 "accuracy": mean,
@@ -105,14 +215,14 @@ def open_domain_section(
                 "ci_high": high,
             }
         )
-        for inst, ranking in zip(instances, ranked, strict=True):
-            passages = [corpus[i] for i in ranking[:k]]
+        for r in ranked:
+            inst = r.question
             jobs.append(
                 Job(
-                    Key(TASK, ctx.label, "reader", str(inst.id), f"k={k} retriever={ranker.name}"),
+                    Key(TASK, ctx.label, "reader", str(inst.id), f"k={k} {setting}"),
                     inst.answers,
-                    _prepare(inst.question, passages),
-                    {"k": k, "retriever": ranker.name},
+                    _prepare(inst.question, list(inst.passages[:k])),
+                    {"k": k, **fields},
                 )
             )
     rows = summarize(ctx.run(jobs, desc="open-domain"), seed=ctx.seed)
@@ -121,7 +231,7 @@ def open_domain_section(
         ctx.store.path.parent / figure,
         [
             Panel(
-                f"{ctx.label}, {ranker.name} retrieval",
+                f"{ctx.label}, {label}",
                 "retrieved passages (k)",
                 "%",
                 {
@@ -140,14 +250,193 @@ def open_domain_section(
         rows=recall_rows + rows,
         tables=[Table("Percent [95% CI]", ["k", "retriever recall@k", "reader accuracy@k"], cells)],
         figures=[(figure, "Retriever recall@k and reader accuracy@k")],
-        notes=[
-            f"{len(instances)} questions; corpus: the {len(corpus)} distinct passages of "
-            f"`{source}`; passages in retrieval order, best first"
-        ],
+        notes=[f"{len(ranked)} questions; {note}" if note else f"{len(ranked)} questions"],
     )
 
 
-def _corpus(records: Sequence[QAInstance]) -> list[Passage]:
+def rank_corpus(
+    questions: Sequence[QAInstance], corpus: Sequence[Passage], ranker: Retriever, depth: int
+) -> list[Ranked]:
+    """Each question with the top ``depth`` of ``corpus`` by ``ranker``, and which of
+    them hold an answer (the metric's normalised match in the text, as DPR's
+    ``has_answer``)."""
+    rankings = ranker.top([inst.question for inst in questions], depth)
+    ranked = []
+    for inst, ranking in zip(questions, rankings, strict=True):
+        top = tuple(corpus[i] for i in ranking)
+        hits = tuple(contains_answer(p.text, inst.answers) for p in top)
+        question = QAInstance(
+            inst.question, inst.answers, top, id=inst.id, source=inst.source, line=inst.line
+        )
+        ranked.append(Ranked(question, hits))
+    return ranked
+
+
+def sentence_chunks(passages: Sequence[Passage], sentences: int) -> list[Passage]:
+    """Each passage split into consecutive chunks of ``sentences`` sentences (the
+    last may hold fewer), in order; every chunk keeps its passage's title. Chunks
+    seen before (same title and text) are dropped.
+
+    Sentences end at ``.``, ``!`` or ``?`` before whitespace (so an initial such as
+    "J. K." ends one too: the splitter a RAG pipeline without a language model uses).
+
+    Example:
+        >>> p = Passage("Paris is in France. It is big. Rome is in Italy.", title="Cities")
+        >>> [c.text for c in sentence_chunks([p], 2)], sentence_chunks([p], 1)[2].title
+        (['Paris is in France. It is big.', 'Rome is in Italy.'], 'Cities')
+    """
+    if isinstance(sentences, bool) or not isinstance(sentences, int) or sentences < 1:
+        raise ValueError(f"`sentences` must be a positive count, got {sentences!r}")
+    seen: set[tuple[str, str]] = set()
+    chunks = []
+    for passage in passages:
+        spans = sentence_spans(passage.text) or [(0, len(passage.text))]
+        for i in range(0, len(spans), sentences):
+            group = spans[i : i + sentences]
+            text = passage.text[group[0][0] : group[-1][1]].strip()
+            key = (passage.title.strip(), text)
+            if text and key not in seen:
+                seen.add(key)
+                chunks.append(Passage(text, title=passage.title))
+    return chunks
+
+
+def is_retrieval_results(path: Path) -> bool:
+    """Whether ``path`` holds retrieval results (the release's :data:`RETRIEVED_FILE`
+    format): its first record's ``ctxs`` carry ``hasanswer`` and none ``isgold`` (the
+    oracle and ``gold_at_i`` files mark their gold passage with ``isgold``).
+
+    A file that cannot be read or is empty is not: the corpus loader then reports it.
+    """
+    try:
+        records = _records(path)
+        try:
+            _, first = next(records)
+        finally:
+            records.close()
+    except (StopIteration, DataFormatError):
+        return False
+    ctxs = first.get("ctxs")
+    if not isinstance(ctxs, list) or not ctxs or not all(isinstance(c, dict) for c in ctxs):
+        return False
+    return any("hasanswer" in c for c in ctxs) and not any("isgold" in c for c in ctxs)
+
+
+def load_retrieved(path: Path, *, depth: int, limit: int | None = None) -> list[Ranked]:
+    """The first ``limit`` questions (default: all) of a retrieval-results file, each
+    with its top ``depth`` passages in the file's order and their ``hasanswer`` flags.
+
+    Each line needs ``question`` (str), ``answers`` (non-empty list of str) and
+    ``ctxs`` (at least ``depth`` objects, best first, each with ``id``, ``title``,
+    ``text``, ``score`` (a number, or a string holding one) and ``hasanswer``
+    (bool)); only the top ``depth`` are read. Other keys (``nq_annotated_gold``) go
+    to the question's ``metadata``. A line that breaks this raises
+    :class:`~rag_position.errors.DataFormatError` naming the file, the line and the
+    field; a ``limit`` beyond the file's questions, an
+    :class:`~rag_position.eval.common.EvalConfigError`.
+
+    Example::
+
+        ranked = load_retrieved(Path(RETRIEVED_FILE), depth=20, limit=100)
+        ranked[0].question.question, ranked[0].question.passages[0].title
+        sum(r.recall(5) for r in ranked) / len(ranked)  # recall@5
+    """
+    name = str(path)
+    ranked: list[Ranked] = []
+    records = _records(path)
+    try:
+        for line, record in records:
+            if limit is not None and len(ranked) >= limit:
+                break
+            ranked.append(_ranked_from_record(record, name, line, depth))
+    finally:
+        records.close()
+    if not ranked:
+        raise DataFormatError(f"{name}: the file holds no records")
+    check_questions(limit, len(ranked))
+    return ranked
+
+
+def _ranked_from_record(record: Mapping[str, Any], name: str, line: int, depth: int) -> Ranked:
+    def fail(what: str) -> DataFormatError:
+        return DataFormatError(f"{name}: line {line}: {what}")
+
+    def get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], label: str) -> Any:
+        if key not in obj:
+            raise fail(f"missing field '{label}'")
+        value = obj[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            expected = " or ".join(k.__name__ for k in kinds)
+            raise fail(f"field '{label}' must be {expected}, got {type(value).__name__}")
+        if isinstance(value, str):
+            try:
+                check_text(value, f"field '{label}'")
+            except ValueError as exc:
+                raise fail(str(exc)) from None
+        return value
+
+    question = get(record, "question", str, "question")
+    if not question.strip():
+        raise fail("field 'question' is empty")
+    answers = get(record, "answers", list, "answers")
+    if not answers:
+        raise fail("field 'answers' is empty")
+    for i, answer in enumerate(answers):
+        if not isinstance(answer, str):
+            raise fail(f"field 'answers[{i}]' must be str, got {type(answer).__name__}")
+        try:
+            check_text(answer, f"field 'answers[{i}]'")
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    ctxs = get(record, "ctxs", list, "ctxs")
+    if len(ctxs) < depth:
+        raise fail(
+            f"field 'ctxs' holds {len(ctxs)} passages, fewer than the largest k ({depth}); "
+            "pass --ks no larger than every question's list"
+        )
+    passages: list[Passage] = []
+    hits: list[bool] = []
+    for i, ctx in enumerate(ctxs[:depth]):
+        where = f"ctxs[{i}]"
+        if not isinstance(ctx, dict):
+            raise fail(f"field '{where}' must be an object, got {type(ctx).__name__}")
+        raw_id = get(ctx, "id", (str, int), f"{where}.id")
+        title = get(ctx, "title", str, f"{where}.title")
+        text = get(ctx, "text", str, f"{where}.text")
+        raw_score = get(ctx, "score", (str, int, float), f"{where}.score")
+        try:
+            score = float(raw_score)
+        except (ValueError, OverflowError):
+            raise fail(f"field '{where}.score' must be a number, got {raw_score!r}") from None
+        hits.append(get(ctx, "hasanswer", bool, f"{where}.hasanswer"))
+        passages.append(Passage(text, title=title, id=str(raw_id), score=score))
+    metadata = {k: v for k, v in record.items() if k not in {"question", "answers", "ctxs"}}
+    instance = QAInstance(
+        question,
+        tuple(answers),
+        tuple(passages),
+        id=f"{Path(name).name}:{line}",
+        source=name,
+        line=line,
+        metadata=metadata,
+    )
+    return Ranked(instance, tuple(hits))
+
+
+def _records(path: Path) -> Generator[tuple[int, dict[str, Any]], None, None]:
+    """:func:`~rag_position.data.loaders.iter_jsonl`'s generator, to close early."""
+    return cast(Generator[tuple[int, dict[str, Any]], None, None], iter_jsonl(path))
+
+
+def distinct_passages(records: Sequence[QAInstance]) -> list[Passage]:
+    """Every passage of ``records`` once (same title and text: the first kept), in order.
+
+    Example:
+        >>> a, b = Passage("Rome.", title="R"), Passage("Paris.", title="P")
+        >>> [p.text for p in distinct_passages([QAInstance("q?", ("x",), (a, b, a))])]
+        ['Rome.', 'Paris.']
+    """
     seen: set[tuple[str, str]] = set()
     corpus = []
     for record in records:
@@ -157,10 +446,6 @@ def _corpus(records: Sequence[QAInstance]) -> list[Passage]:
                 seen.add(key)
                 corpus.append(passage)
     return corpus
-
-
-def _has_answer(passage: Passage, answers: Sequence[str]) -> bool:
-    return contains_answer(passage.text, answers)  # as DPR's has_answer: the text only
 
 
 def _prepare(question: str, passages: list[Passage]) -> Any:

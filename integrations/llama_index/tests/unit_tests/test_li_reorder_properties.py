@@ -197,13 +197,16 @@ class ScriptedScorer(HashScorer):
 
 
 def tolerating_nonfinite(scorer: HashScorer, call: Callable[[], T]) -> T | None:
-    """``call()``; ``None`` if it refused the scorer's NaN/inf with a ``BackendError``."""
+    """``call()``; ``None`` when it refused the scorer's NaN/inf with a ``BackendError``
+    (every strategy refuses a non-finite score, and only then)."""
     try:
-        return call()
+        result = call()
     except BackendError as error:
         assert scorer.nonfinite, f"a BackendError though every score was finite: {error}"
-        assert "finite" in str(error), error
+        assert "not a finite number" in str(error), error
         return None
+    assert not scorer.nonfinite, "a non-finite score was used instead of refused"
+    return result
 
 
 WILD = [math.nan, math.inf, -math.inf, 0.0, -1.5, 1e308, -1e-300]

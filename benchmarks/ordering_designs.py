@@ -1,0 +1,169 @@
+"""Ordering designs judged offline on ``ordering.py tables``: gold identification vs cost.
+
+Each design picks one passage per question as the gold candidate from what the
+tables hold (the question's log-likelihood after R·N full prompts of rotated base
+orders, and after each passage alone); its cost is the scoring tokens it reads, in
+full prompts' worth (a full prompt = the mean tokens of the question's full
+prompts; N passage-alone prompts cost about one). Top-1 rates with 95% Wilson
+intervals. Designs:
+
+- ``alone``: the passage whose prompt alone makes the question most likely
+  (LongLLMLingua's idea with this project's QA prompt).
+- ``convex R=r``: ConvexScore (E + C) on the first r rotation sets, as
+  ``convex_score(n_base_orders=r)``.
+- ``fit R=r``: a fit of the position effect shared across passages: the prompt's
+  log-likelihood modelled as ``c + sum_j w_j g_{o[j]}`` with ``w`` the position
+  weights (estimated on the other half of the questions, cross-fitted, from their
+  tables alone: no gold labels) and ``g`` each passage's effect, solved by least
+  squares; the candidate is the largest ``g``.
+- ``convex R=r + alone`` / ``fit R=r + alone``: the two scores standardised within the
+  question and added.
+- ``alone top-3 -> convex R=r``: the passage-alone ranking keeps three candidates, the
+  rotations decide among them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rag_position.strategies.convex import convex_scores, likelihood_table
+
+Row = dict[str, Any]
+
+
+def _top1(scores: Sequence[float]) -> int:
+    return max(range(len(scores)), key=lambda d: (scores[d], -d))
+
+
+def _z(values: Sequence[float]) -> list[float]:
+    finite = [v for v in values if math.isfinite(v)]
+    mu = statistics.fmean(finite)
+    sd = statistics.pstdev(finite) or 1.0
+    return [(v - mu) / sd if math.isfinite(v) else -math.inf for v in values]
+
+
+def _convex(row: Row, r: int) -> list[float]:
+    n = row["n"]
+    table = likelihood_table(row["orders"][: r * n], row["scores"][: r * n], n)
+    return convex_scores(table)[0]
+
+
+def _position_weights(rows: Sequence[Row], r: int) -> np.ndarray:
+    """Position weights w shared by all passages, from the tables alone (no labels).
+
+    For each question, each passage's deviation from the question's mean at each
+    position (its row of the likelihood table, centred); the first principal direction
+    of those rows over all passages and questions is the position profile up to
+    scale; its sign makes the end the model reads best positive.
+    """
+    stacked = []
+    for row in rows:
+        n = row["n"]
+        table = np.array(likelihood_table(row["orders"][: r * n], row["scores"][: r * n], n))
+        table = table - table.mean(axis=1, keepdims=True)
+        stacked.append(table)
+    m = np.concatenate(stacked)
+    m = m[np.isfinite(m).all(axis=1)]
+    _, _, vt = np.linalg.svd(m - m.mean(axis=0), full_matrices=False)
+    w = vt[0]
+    # orientation: the spread along w is larger on the side the outliers (gold) sit
+    proj = m @ w
+    if abs(proj.max()) < abs(proj.min()):
+        w = -w
+    return np.asarray(w - w.mean())
+
+
+def _fit(row: Row, r: int, w: np.ndarray) -> list[float]:
+    n = row["n"]
+    orders, scores = row["orders"][: r * n], row["scores"][: r * n]
+    x = np.zeros((len(orders), n))
+    for i, order in enumerate(orders):
+        for j, d in enumerate(order):
+            x[i, d] += w[j]
+    y = np.array(scores) - np.mean(scores)
+    ridge = 1e-6 * float(np.trace(x.T @ x)) / n
+    g = np.linalg.solve(x.T @ x + ridge * np.eye(n), x.T @ y)
+    return [float(v) for v in g]
+
+
+def _wilson(hits: int, total: int, z: float = 1.96) -> list[float]:
+    p = hits / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return [round(centre - half, 4), round(centre + half, 4)]
+
+
+def evaluate(rows: Sequence[Row]) -> dict[str, Any]:
+    """Top-1 rate and cost of every design on ``rows`` (the tables' JSON lines)."""
+    if not rows:
+        raise SystemExit("no tables yet")
+    n = rows[0]["n"]
+    r_max = min(len(row["orders"]) for row in rows) // n
+    half = len(rows) // 2
+    folds = [rows[:half], rows[half:]]
+    weights = {
+        r: [_position_weights(folds[1], r), _position_weights(folds[0], r)]
+        for r in range(1, r_max + 1)
+    }
+
+    def w_for(index: int, r: int) -> np.ndarray:
+        return weights[r][0 if index < half else 1]
+
+    designs: dict[str, tuple[Callable[[int, Row], list[float]], Callable[[Row], float]]] = {}
+
+    def alone_cost(row: Row) -> float:
+        return float(row["alone_prompt_tokens"]) / float(row["full_prompt_tokens"])
+
+    designs["alone"] = (lambda i, row: row["alone"], alone_cost)
+    for r in range(1, r_max + 1):
+        designs[f"convex R={r}"] = (lambda i, row, r=r: _convex(row, r), lambda row, r=r: r * n)
+        designs[f"fit R={r}"] = (
+            lambda i, row, r=r: _fit(row, r, w_for(i, r)),
+            lambda row, r=r: r * n,
+        )
+        designs[f"convex R={r} + alone"] = (
+            lambda i, row, r=r: [
+                a + b for a, b in zip(_z(_convex(row, r)), _z(row["alone"]), strict=True)
+            ],
+            lambda row, r=r: r * n + alone_cost(row),
+        )
+        designs[f"fit R={r} + alone"] = (
+            lambda i, row, r=r: [
+                a + b for a, b in zip(_z(_fit(row, r, w_for(i, r))), _z(row["alone"]), strict=True)
+            ],
+            lambda row, r=r: r * n + alone_cost(row),
+        )
+        designs[f"alone top-3 -> convex R={r}"] = (
+            lambda i, row, r=r: _filtered(row["alone"], _convex(row, r), 3),
+            lambda row, r=r: r * n + alone_cost(row),
+        )
+    out = []
+    for name, (score, cost) in designs.items():
+        hits = sum(_top1(score(i, row)) == row["gold"] for i, row in enumerate(rows))
+        out.append(
+            {
+                "design": name,
+                "top1": round(hits / len(rows), 4),
+                "ci95": _wilson(hits, len(rows)),
+                "full_prompts_of_tokens": round(statistics.fmean(cost(row) for row in rows), 2),
+                "questions": len(rows),
+            }
+        )
+    return {
+        "benchmark": "ordering.designs",
+        "n": n,
+        "questions": len(rows),
+        "model": rows[0].get("model"),
+        "chance": 1 / n,
+        "rows": out,
+    }
+
+
+def _filtered(first: Sequence[float], second: Sequence[float], keep: int) -> list[float]:
+    kept = set(sorted(range(len(first)), key=lambda d: (-first[d], d))[:keep])
+    return [second[d] if d in kept else -math.inf for d in range(len(first))]
