@@ -15,7 +15,8 @@ TOP_LEVEL = {
     "ModelSpecError", "OrderingResult", "Passage", "PositionProfile", "RagPositionError",
     "Scorer", "ScoringUnsupportedError", "StrategyError", "StrategySpec", "__version__",
     "convex_score", "edge_reorder", "estimate_profile", "fact", "get_strategy",
-    "likelihood_selection", "load_embedder", "load_model", "medoid_vote", "profile_reorder",
+    "likelihood_selection", "load_embedder", "load_model", "medoid_vote", "passage_likelihood",
+    "profile_reorder",
     "question_likelihood", "recite_then_solve", "sandwich", "sandwich_prompt",
 }  # fmt: skip
 

@@ -49,6 +49,7 @@ from rag_position.strategies import (
     convex_score,
     edge_reorder,
     likelihood_selection,
+    passage_likelihood,
     profile_reorder,
     sandwich,
 )
@@ -328,6 +329,17 @@ REORDERERS: dict[str, Reorderer] = {
         ),
         scores=True,
     ),
+    # passage likelihood (each passage alone)
+    "passage_likelihood": Reorderer(lambda q, xs, s, o: passage_likelihood(q, xs, s), scores=True),
+    "passage_likelihood_last_scores": Reorderer(
+        lambda q, xs, s, o: passage_likelihood(q, xs, s, placement="last", rest="scores"),
+        scores=True,
+    ),
+    "passage_likelihood_profile": Reorderer(
+        lambda q, xs, s, o: passage_likelihood(q, xs, s, placement="profile", profile=o["profile"]),
+        takes=("profile",),
+        scores=True,
+    ),
     # profile placement, from each relevance source
     "profile_order_or_own_scores": Reorderer(
         lambda q, xs, s, o: profile_reorder(q, xs, profile=o["profile"]), takes=("profile",)
@@ -357,6 +369,8 @@ REORDERING_ROWS = {
     "convex_score",
     "convex_score_profile",
     "convex_score_sandwich",
+    "passage_likelihood",
+    "passage_likelihood_profile",
     "profile",
     "edge",
     "sandwich",

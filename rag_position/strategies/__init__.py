@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from rag_position.strategies._align import StrategyError
 from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
+from rag_position.strategies.alone import passage_likelihood
 from rag_position.strategies.convex import ConvexScoreResult, convex_score
 from rag_position.strategies.edges import edge_reorder
 from rag_position.strategies.fact import (
@@ -69,6 +70,7 @@ __all__ = [
     "likelihood_selection",
     "medoid_vote",
     "needle_retrieve",
+    "passage_likelihood",
     "profile_reorder",
     "question_likelihood",
     "recite_then_solve",

@@ -14,22 +14,25 @@ answered: ``result.answer``). ``result.cost`` is what the strategy spent. Models
 row does not need are ignored, so a caller may pass the same model to every row.
 An option the row's function does not take is an error that lists the ones it does.
 
-=========================  ==================================================  =================
-name                       calls                                               needs
-=========================  ==================================================  =================
-``retriever``              the given order (the baseline), zero cost           --
-``likelihood_selection``   :func:`likelihood_selection`                        scorer
-``convex_score``           :func:`convex_score` (``placement="first"``)        scorer
-``convex_score_profile``   :func:`convex_score` (``placement="profile"``)      scorer, profile=
-``convex_score_sandwich``  ``convex_score``'s order, query-aware ``prompt``    scorer
-``profile``                :func:`profile_reorder` (relevance by ``scores``,   profile=
-                           a ``scorer``, the passages' own, else the order)
-``edge``                   :func:`edge_reorder` (``mode="langchain"``)         --
-``sandwich``               the given order, query-aware ``prompt``             --
-``fact``                   :func:`fact` (answers)                              generator
-``recite``                 :func:`recite_then_solve` (answers)                 generator
-``medoid``                 :func:`medoid_vote` (answers; k=3)                  generator, embedder
-=========================  ==================================================  =================
+==============================  ==================================================  ================
+name                            calls                                               needs
+==============================  ==================================================  ================
+``retriever``                   the given order (the baseline), zero cost           --
+``likelihood_selection``        :func:`likelihood_selection`                        scorer
+``convex_score``                :func:`convex_score` (``placement="first"``)        scorer
+``convex_score_profile``        :func:`convex_score` (``placement="profile"``)      scorer, profile=
+``convex_score_sandwich``       ``convex_score``'s order, query-aware ``prompt``    scorer
+``passage_likelihood``          :func:`passage_likelihood` (``placement="first"``)  scorer
+``passage_likelihood_profile``  :func:`passage_likelihood` (``"profile"``)          scorer, profile=
+``profile``                     :func:`profile_reorder` (relevance by ``scores``,   profile=
+                                a ``scorer``, the passages' own, else the order)
+``edge``                        :func:`edge_reorder` (``mode="langchain"``)         --
+``sandwich``                    the given order, query-aware ``prompt``             --
+``fact``                        :func:`fact` (answers)                              generator
+``recite``                      :func:`recite_then_solve` (answers)                 generator
+``medoid``                      :func:`medoid_vote` (answers; k=3)                  generator,
+                                                                                    embedder
+==============================  ==================================================  ================
 
 ``medoid``'s embedder defaults to the embedded all-MiniLM-L6-v2, loaded once.
 """
@@ -51,6 +54,7 @@ from rag_position.strategies._base import (
     check_question,
     unchanged,
 )
+from rag_position.strategies.alone import passage_likelihood
 from rag_position.strategies.convex import convex_score
 from rag_position.strategies.edges import edge_reorder
 from rag_position.strategies.fact import fact
@@ -237,6 +241,20 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 fixed=MappingProxyType({"placement": "profile"}),
                 requires=("profile",),
                 summary="ConvexScore's ranking placed down the model's position profile",
+            ),
+            StrategySpec(
+                "passage_likelihood",
+                passage_likelihood,
+                needs=("scorer",),
+                summary="the passage that alone makes the question most likely, first",
+            ),
+            StrategySpec(
+                "passage_likelihood_profile",
+                passage_likelihood,
+                needs=("scorer",),
+                fixed=MappingProxyType({"placement": "profile"}),
+                requires=("profile",),
+                summary="passages ranked by their own question likelihood, down the profile",
             ),
             StrategySpec(
                 "edge", edge_reorder, summary="most relevant at the edges (LongContextReorder)"

@@ -1,0 +1,94 @@
+"""Passage likelihood: the question's likelihood after each passage alone (beyond the papers).
+
+ConvexScore finds the gold passage from how the question's likelihood moves as every
+passage is rotated through every position of the full prompt: N full prompts for
+one rotation set, and on the embedded model one set finds the gold 25% of the time,
+four sets (4N prompts) 55%. Scoring each passage ALONE asks the same model the
+direct question (which passage makes this question most likely?) in N prompts of
+one passage each, about one full prompt's worth of tokens in all, and on the
+embedded model it finds the gold far more often (``benchmarks/ordering.py designs``).
+The idea is LongLLMLingua's coarse ranking (Jiang et al., 2024: the question's
+perplexity conditioned on each document), here with the QA prompt the reader uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from rag_position.cost import Cost
+from rag_position.models.protocols import Scorer, Span
+from rag_position.prompts import question_span, render_qa
+from rag_position.strategies._base import (
+    OrderingResult,
+    check_passages,
+    check_question,
+    reordered,
+    score_prompts,
+    to_passages,
+)
+from rag_position.strategies.gauge import check_template
+from rag_position.strategies.profiles import Placement, ProfileLike, Rest, as_profile, place
+
+T = TypeVar("T")
+
+
+def passage_likelihood(
+    question: str,
+    passages: Sequence[T],
+    scorer: Scorer,
+    *,
+    placement: Placement = "first",
+    rest: Rest | None = None,
+    profile: ProfileLike | None = None,
+    template: str | None = None,
+) -> OrderingResult[T]:
+    """Rank passages by the question's mean log-likelihood after each one alone; place them.
+
+    N prompts (the QA prompt, or ``template``, with one passage each), scored in ONE
+    ``score_spans`` call; the scored span is the question, as in
+    :func:`~rag_position.strategies.question_likelihood`. The top passage is the gold
+    candidate (``details["gold"]``), placed as :func:`convex_score` places its own:
+    ``"first"``, ``"last"``, or ``"profile"`` (the k-th ranked passage at the
+    ``profile``'s k-th best position); ``rest`` as there. ``result.scores``: each
+    passage's mean log-likelihood. Ties go to the earlier passage. 0 or 1 passages:
+    returned as they are at zero cost.
+
+    Example:
+        >>> r = passage_likelihood("Who wrote Hamlet?", docs, model)  # N short prompts
+        >>> r.order[0] == r.details["gold"], r.cost.lm_calls
+        (True, 10)
+    """
+    check_question(question)
+    check_template(template, False)
+    if placement not in ("first", "last", "profile"):
+        raise ValueError(f"`placement` must be 'first', 'last' or 'profile', got {placement!r}")
+    if rest is not None and rest not in ("keep", "scores"):
+        raise ValueError(f"`rest` must be 'keep' or 'scores', got {rest!r}")
+    if (placement == "profile") != (profile is not None):
+        raise ValueError("pass a `profile` exactly when placement='profile'")
+    prof = None if profile is None else as_profile(profile)  # a bad file fails before scoring
+    items = check_passages(passages)
+    n = len(items)
+    if n < 2:
+        details: dict[str, Any] = {"gold": 0 if n else None}
+        return OrderingResult(
+            passages=items, order=list(range(n)), scores=[], cost=Cost(), details=details
+        )
+    docs = to_passages(items)
+    prompts = [render_qa(question, [doc], template=template) for doc in docs]
+    spans: list[Span] = [question_span(p, question) for p in prompts]
+    span_scores, cost = score_prompts(scorer, prompts, spans)
+    scores = [s.mean for s in span_scores]
+    ranked = sorted(range(n), key=lambda d: (-scores[d], d))
+    order = place(ranked, placement, rest, prof)
+    return OrderingResult(
+        passages=reordered(items, order),
+        order=order,
+        scores=scores,
+        cost=cost,
+        details={"gold": ranked[0]},
+    )
+
+
+__all__ = ["passage_likelihood"]
