@@ -98,6 +98,7 @@ def main() -> None:
         )
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        _plot_designs(report, args.out.with_suffix(".png"))
         print(json.dumps(report["rows"], indent=1))
         return
     model = load_model("embedded", dtype=args.dtype, device=args.device)
@@ -165,6 +166,44 @@ def _tables(args: argparse.Namespace) -> None:
         with args.out.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
         print(f"question {k}: {row['seconds']} s", flush=True)
+
+
+def _plot_designs(report: dict[str, Any], path: Path) -> None:
+    """Identification rate against scoring tokens: each design, and the N² benchmark's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, row in enumerate(report["rows"]):
+        x, y = row["full_prompts_of_tokens"], 100 * row["top1"]
+        low, high = (100 * v for v in row["ci95"])
+        ax.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="o", capsize=3)
+        ax.annotate(
+            row["design"],
+            (x, y),
+            textcoords="offset points",
+            xytext=(5, 3 - 9 * (i % 2)),
+            fontsize=7,
+        )
+    reference = Path(__file__).parent / "results" / "ordering_gold_h100.json"
+    if reference.exists():
+        (result,) = json.loads(reference.read_text())["results"]
+        rows = [r for r in result["rows"] if r["score"] == "E+C"]
+        ax.plot(
+            [r["passes"] for r in rows], [100 * r["top1"] for r in rows], "k--", lw=0.8,
+            label="ConvexScore R=1, 2, 4, N² (ordering_gold_h100.json, 200 q)",
+        )  # fmt: skip
+        ax.legend(fontsize=7, loc="lower right")
+    ax.axhline(100 * report["chance"], color="grey", lw=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("scoring tokens, in full prompts (log)")
+    ax.set_ylabel("gold identified (top-1), %")
+    ax.set_title(f"{report['model']}: {report['questions']} questions, N = {report['n']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _read_tables(path: Path) -> list[dict[str, Any]]:

@@ -37,6 +37,10 @@ from rag_position.eval.strategies import (
     split_variant,
 )
 from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, docs_param, names
+from rag_position.strategies import STRATEGIES
+
+PROFILE_ROWS = tuple(name for name, spec in STRATEGIES.items() if "profile" in spec.requires)
+"""The strategy rows placed by a position profile: ``--profile`` (or the sweep's) goes to each."""
 
 TASK = "compare"
 GOLD_SETTINGS = ("random", "worst")
@@ -63,7 +67,7 @@ COMPARE = TaskSpec(
             "profile JSON for *_profile",
             "--profile",
             {"type": Path},
-            lambda path: {"convex_score_profile": {"profile": path}},
+            lambda path: {name: {"profile": path} for name in PROFILE_ROWS},
         ),
         EMBEDDER,
     ),
@@ -264,13 +268,12 @@ def _choose(
     model: str,
     notes: list[str],
 ) -> list[EvalStrategy]:
-    profile_name = "convex_score_profile"
     parsed = [split_variant(n) for n in names] if names is not None else []
-    wanted = names is None or any(base == profile_name for base, _ in parsed)
-    if profile_name not in options and sweep:
-        profile = eval_profile(sweep, k, model)
-        if profile is not None:
-            options[profile_name] = {"profile": profile}
+    measured = eval_profile(sweep, k, model) if sweep else None
+    for profile_name in PROFILE_ROWS:
+        wanted = names is None or any(base == profile_name for base, _ in parsed)
+        if profile_name not in options and measured is not None:
+            options[profile_name] = {"profile": measured}
             if wanted:
                 notes.append(f"{profile_name} uses the accuracy profile of this run's sweep")
     missing = [
@@ -283,14 +286,16 @@ def _choose(
         )
     if names is None:
         found = available_strategies(options)
-        if profile_name in found and profile_name not in options:
-            del found[profile_name]
-            notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
+        for profile_name in PROFILE_ROWS:
+            if profile_name in found and profile_name not in options:
+                del found[profile_name]
+                notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
         return list(found.values())
-    unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
-    if unprofiled and profile_name not in options:
-        raise EvalConfigError(
-            f"--strategies: {profile_name} needs a position profile: pass --profile PATH, or "
-            "let compare run its own sweep (no --worst-position)"
-        )
+    for profile_name in PROFILE_ROWS:
+        unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
+        if unprofiled and profile_name not in options:
+            raise EvalConfigError(
+                f"--strategies: {profile_name} needs a position profile: pass --profile PATH, "
+                "or let compare run its own sweep (no --worst-position)"
+            )
     return select_strategies(list(names), options)
