@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--model", default="embedded", help="model spec (tables)")
     parser.add_argument("--shard", default="1/1", help="K/N: every N-th question from the K-th")
     parser.add_argument("--tables", type=Path, nargs="+", help="tables JSONL files (designs)")
+    parser.add_argument("--lingua", type=Path, help="ordering_lingua.py's JSONL (designs)")
     parser.add_argument("--n", type=int, nargs="+", default=[10], help="passages per prompt")
     parser.add_argument("--questions", type=int, default=2)
     parser.add_argument("--base-orders", type=int, nargs="+", default=[1, 2, 4])
@@ -92,10 +93,16 @@ def main() -> None:
     if args.what == "designs":
         from ordering_designs import evaluate  # benchmarks/ordering_designs.py
 
-        report = evaluate([row for path in args.tables for row in _read_tables(path)])
+        lingua = None
+        if args.lingua is not None:
+            lines = [json.loads(x) for x in args.lingua.read_text().splitlines() if x.strip()]
+            lingua = {x["question"]: x["ranking"] for x in lines}
+        report = evaluate([row for path in args.tables for row in _read_tables(path)], lingua)
         report["command"] = "python benchmarks/ordering.py designs --tables " + " ".join(
             str(p) for p in args.tables
         )
+        if args.lingua is not None:
+            report["command"] += f" --lingua {args.lingua}"
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         _plot_designs(report, args.out.with_suffix(".png"))

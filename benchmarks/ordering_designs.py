@@ -20,6 +20,8 @@ intervals. Designs:
   question and added.
 - ``alone top-3 -> convex R=r``: the passage-alone ranking keeps three candidates, the
   rotations decide among them.
+- ``longllmlingua``: LongLLMLingua's coarse ranking run by name from the ``llmlingua``
+  package on the same model and instances (``ordering_lingua.py``), where given.
 """
 
 from __future__ import annotations
@@ -98,8 +100,14 @@ def _wilson(hits: int, total: int, z: float = 1.96) -> list[float]:
     return [round(centre - half, 4), round(centre + half, 4)]
 
 
-def evaluate(rows: Sequence[Row]) -> dict[str, Any]:
-    """Top-1 rate and cost of every design on ``rows`` (the tables' JSON lines)."""
+def evaluate(rows: Sequence[Row], lingua: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """Top-1 rate and cost of every design on ``rows`` (the tables' JSON lines).
+
+    ``lingua``: LongLLMLingua's ranking per question (``ordering_lingua.py``), judged on
+    the questions it holds; its cost is counted as the passage-alone prompts' (N
+    one-document prompts; its own add a sentence to the question and drop the
+    instruction, so this is approximate).
+    """
     if not rows:
         raise SystemExit("no tables yet")
     n = rows[0]["n"]
@@ -152,6 +160,28 @@ def evaluate(rows: Sequence[Row]) -> dict[str, Any]:
                 "ci95": _wilson(hits, len(rows)),
                 "full_prompts_of_tokens": round(statistics.fmean(cost(row) for row in rows), 2),
                 "questions": len(rows),
+            }
+        )
+    if lingua:
+        judged = [row for row in rows if row["question"] in lingua]
+        hits = sum(lingua[row["question"]][0] == row["gold"] for row in judged)
+        out.append(
+            {
+                "design": "longllmlingua (llmlingua 0.2.2, by name)",
+                "top1": round(hits / len(judged), 4),
+                "ci95": _wilson(hits, len(judged)),
+                "full_prompts_of_tokens": round(statistics.fmean(alone_cost(r) for r in judged), 2),
+                "questions": len(judged),
+            }
+        )
+        mine = sum(_top1(row["alone"]) == row["gold"] for row in judged)
+        out.append(
+            {
+                "design": "alone (on the same questions as longllmlingua)",
+                "top1": round(mine / len(judged), 4),
+                "ci95": _wilson(mine, len(judged)),
+                "full_prompts_of_tokens": round(statistics.fmean(alone_cost(r) for r in judged), 2),
+                "questions": len(judged),
             }
         )
     return {
