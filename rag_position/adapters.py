@@ -16,10 +16,13 @@ model to its base URL, key and model name); everything they share lives here onc
 - the option defaults (:func:`defaults_of`, :func:`core_options`), read from the core
   strategy functions' signatures so that both integrations default alike;
 - the reorderers' shared work: :func:`likelihood_reordering`,
-  :func:`convex_reordering`, :func:`profile_reordering`, :func:`edge_reordering`
-  return a :class:`Reordering`, and :func:`reorder_records` turns it into the
-  metadata record written on each reordered passage (:func:`reorder_record`, the one
-  schema: :data:`RECORD_KEYS` plus the strategy's :data:`EXTRA_KEYS`);
+  :func:`convex_reordering`, :func:`passage_likelihood_reordering`,
+  :func:`profile_reordering`, :func:`edge_reordering` return a :class:`Reordering`,
+  and :func:`reorder_records` turns it into the metadata record written on each
+  reordered passage (:func:`reorder_record`, the one schema: :data:`RECORD_KEYS` plus
+  the strategy's :data:`EXTRA_KEYS`);
+- the names ``PositionAwareRetriever(strategy=...)`` takes (:data:`REORDER_STRATEGIES`),
+  with :func:`named_options` for a name that fixes options (:data:`NAMED_VARIANTS`);
 - :func:`read_scores` (numbers from metadata) and :func:`to_profile`.
 
 Nothing here imports LangChain or LlamaIndex.
@@ -44,6 +47,7 @@ from rag_position.errors import ModelSpecError
 from rag_position.models import Embedder, Generator, Scorer
 from rag_position.models.loading import ACCEPTED_SPECS
 from rag_position.models.protocols import cut_at_stop
+from rag_position.strategies import STRATEGIES as CORE_STRATEGIES
 from rag_position.strategies import (
     PositionProfile,
     convex_score,
@@ -52,6 +56,7 @@ from rag_position.strategies import (
     fact,
     likelihood_selection,
     medoid_vote,
+    passage_likelihood,
     profile_reorder,
     recite_then_solve,
 )
@@ -69,12 +74,18 @@ RECORD_KEYS = ("strategy", "score", "rank", "original_rank")
 EXTRA_KEYS: Mapping[str, tuple[str, ...]] = {
     "likelihood_selection": ("question_loglik",),
     "convex_score": ("gold",),
+    "passage_likelihood": ("gold",),
     "profile": ("relevance",),
     "edge": (),
 }
 """The strategy-specific keys each reorderer adds to its record, by strategy name."""
 
-REORDER_STRATEGIES = tuple(EXTRA_KEYS)
+NAMED_VARIANTS: Mapping[str, str] = {"passage_likelihood_profile": "passage_likelihood"}
+"""Strategy names that build another strategy's reorderer with options the name fixes (the
+core table's ``fixed``: ``passage_likelihood_profile`` is ``placement="profile"``), by name;
+the record's ``strategy`` is the reorderer's own."""
+
+REORDER_STRATEGIES = (*EXTRA_KEYS, *NAMED_VARIANTS)
 """The strategy names of the reorderers (``PositionAwareRetriever(strategy=<name>)``)."""
 
 SCORER_FORMS = (
@@ -424,6 +435,7 @@ def defaults_of(function: Callable[..., Any]) -> dict[str, Any]:
 
 LIKELIHOOD_DEFAULTS = defaults_of(likelihood_selection)
 CONVEX_DEFAULTS = defaults_of(convex_score)
+PASSAGE_LIKELIHOOD_DEFAULTS = defaults_of(passage_likelihood)
 EDGE_DEFAULTS = defaults_of(edge_reorder)
 FACT_DEFAULTS = {**defaults_of(fact), "top_k": defaults_of(embedding_retrieve)["top_k"]}
 """``fact``'s options, plus ``top_k``: sentences per pass with embedding retrieval."""
@@ -554,6 +566,27 @@ class ConvexOptions(BaseModel):
     )
 
 
+class PassageLikelihoodOptions(BaseModel):
+    """``rag_position.strategies.passage_likelihood``'s options."""
+
+    placement: Literal["first", "last", "profile"] = Field(
+        default=PASSAGE_LIKELIHOOD_DEFAULTS["placement"],
+        description="Where the top passage (the gold candidate) goes.",
+    )
+    rest: Literal["keep", "scores"] | None = Field(
+        default=PASSAGE_LIKELIHOOD_DEFAULTS["rest"],
+        description="The rest: 'keep' their order or follow their 'scores' (default by placement).",
+    )
+    profile: Any = Field(
+        default=PASSAGE_LIKELIHOOD_DEFAULTS["profile"],
+        description="A PositionProfile, its JSON path, or a list of numbers (placement='profile').",
+    )
+    template: str | None = Field(
+        default=PASSAGE_LIKELIHOOD_DEFAULTS["template"],
+        description="A QA template with {question} and {search_results} to score with.",
+    )
+
+
 class ProfileOptions(BaseModel):
     """``rag_position.strategies.profile_reorder``'s options (``scorer`` comes separately)."""
 
@@ -673,6 +706,7 @@ class MedoidOptions(BaseModel):
 OPTION_MODELS: Mapping[str, tuple[type[BaseModel], ...]] = {
     "likelihood_selection": (ReorderOptions, ScorerOptions, LikelihoodOptions),
     "convex_score": (ReorderOptions, ScorerOptions, ConvexOptions),
+    "passage_likelihood": (ReorderOptions, ScorerOptions, PassageLikelihoodOptions),
     "profile": (ReorderOptions, ScorerOptions, ProfileOptions),
     "edge": (ReorderOptions, EdgeOptions),
     "recite_then_solve": (GeneratorOptions, ReciteOptions),
@@ -749,6 +783,13 @@ def check_option_names(component: str, given: Iterable[str], known: Iterable[str
         )
 
 
+def check_placement(placement: str, profile: Any) -> PositionProfile | None:
+    """A ``profile`` exactly with ``placement="profile"``; the profile, resolved (or ``None``)."""
+    if (placement == "profile") != (profile is not None):
+        raise ValueError("pass `profile` exactly when placement='profile'")
+    return None if profile is None else to_profile(profile)
+
+
 def check_convex_options(
     placement: str, profile: Any, edge_weight: float, curvature_weight: float
 ) -> PositionProfile | None:
@@ -766,6 +807,41 @@ def convex_profile(component: Any) -> PositionProfile | None:
     return check_convex_options(
         component.placement, component.profile, component.edge_weight, component.curvature_weight
     )
+
+
+def placement_profile(component: Any) -> PositionProfile | None:
+    """:func:`check_placement` on a component's options (PassageLikelihoodOptions' fields)."""
+    return check_placement(component.placement, component.profile)
+
+
+def named_options(strategy: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of the reorderer behind ``PositionAwareRetriever(strategy=<name>)``.
+
+    ``options`` as given, plus what a name of :data:`NAMED_VARIANTS` fixes (the core
+    table's row: ``passage_likelihood_profile`` sets ``placement="profile"``);
+    ``TypeError`` when a fixed option is given too, ``ValueError`` when one the row
+    requires (``profile``) is missing.
+
+    Example:
+        >>> named_options("passage_likelihood_profile", {"profile": [0.2, 0.5]})
+        {'profile': [0.2, 0.5], 'placement': 'profile'}
+    """
+    if strategy not in NAMED_VARIANTS:
+        return dict(options)
+    row = CORE_STRATEGIES[strategy]
+    fixed = sorted(set(options) & set(row.fixed))
+    if fixed:
+        raise TypeError(
+            f"strategy {strategy!r} sets {', '.join(fixed)} itself "
+            f"({', '.join(f'{k}={row.fixed[k]!r}' for k in fixed)})"
+        )
+    missing = [name for name in row.requires if options.get(name) is None]
+    if missing:
+        raise ValueError(
+            f"strategy {strategy!r} needs {', '.join(f'{m}=' for m in missing)} (a "
+            "PositionProfile, its JSON file or a list of values per position)"
+        )
+    return {**options, **row.fixed}
 
 
 def check_profile_options(
@@ -832,6 +908,21 @@ def convex_reordering(
         return _reordering(n, list(range(n)), None, [{"gold": False}] * n)
     result = convex_score(question, passages, _scorer(scorer), **options)
     extras = [{"gold": i == result.gold} for i in range(n)]
+    return _reordering(n, result.order, list(result.scores) or None, extras)
+
+
+def passage_likelihood_reordering(
+    question: str, passages: Sequence[Any], scorer: LazyModel[Any] | None, **options: Any
+) -> Reordering:
+    """Passage likelihood; ``score`` is each passage's mean question log-likelihood with it
+    alone in the prompt, ``gold`` marks the top one (fewer than two passages: nothing is
+    scored, as with :func:`convex_reordering`)."""
+    n = len(passages)
+    if n < 2:
+        return _reordering(n, list(range(n)), None, [{"gold": False}] * n)
+    result = passage_likelihood(question, passages, _scorer(scorer), **options)
+    gold = result.details["gold"]
+    extras = [{"gold": i == gold} for i in range(n)]
     return _reordering(n, result.order, list(result.scores) or None, extras)
 
 
@@ -948,7 +1039,9 @@ __all__ = [
     "LIKELIHOOD_DEFAULTS",
     "MEDOID_DEFAULTS",
     "METADATA_KEY",
+    "NAMED_VARIANTS",
     "OPTION_MODELS",
+    "PASSAGE_LIKELIHOOD_DEFAULTS",
     "RECITE_DEFAULTS",
     "RECORD_KEYS",
     "REORDER_STRATEGIES",
@@ -962,6 +1055,7 @@ __all__ = [
     "LazyModel",
     "LikelihoodOptions",
     "MedoidOptions",
+    "PassageLikelihoodOptions",
     "ProfileOptions",
     "ReciteOptions",
     "ReorderOptions",
@@ -971,6 +1065,7 @@ __all__ = [
     "check_edge_options",
     "check_generation",
     "check_option_names",
+    "check_placement",
     "check_profile_options",
     "check_spec",
     "convex_profile",
@@ -981,7 +1076,10 @@ __all__ = [
     "describe",
     "edge_reordering",
     "likelihood_reordering",
+    "named_options",
     "openai_scorer",
+    "passage_likelihood_reordering",
+    "placement_profile",
     "profile_reordering",
     "profile_to_json",
     "read_scores",

@@ -31,12 +31,27 @@ from llama_index.postprocessor.rag_position import STRATEGY_CLASSES as LI_STRATE
 import rag_position.strategies as core  # noqa: E402
 from rag_position.strategies import PositionProfile  # noqa: E402
 
-REORDER_NAMES = {"likelihood_selection", "convex_score", "profile", "edge"}
+REORDER_NAMES = {
+    "likelihood_selection",
+    "convex_score",
+    "passage_likelihood",
+    "passage_likelihood_profile",
+    "profile",
+    "edge",
+}
+# Retriever names that build another strategy's component with options fixed.
+VARIANTS = {"passage_likelihood_profile": "passage_likelihood"}
 
 # (strategy, LangChain class, LlamaIndex class, the core function whose defaults apply)
 PAIRS: list[tuple[str, type[Any], type[Any], Callable[..., Any] | None]] = [
     ("likelihood_selection", lc.LikelihoodReorder, li.LikelihoodReorder, core.likelihood_selection),
     ("convex_score", lc.ConvexScoreReorder, li.ConvexScoreReorder, core.convex_score),
+    (
+        "passage_likelihood",
+        lc.PassageLikelihoodReorder,
+        li.PassageLikelihoodReorder,
+        core.passage_likelihood,
+    ),
     ("profile", lc.ProfileReorder, li.ProfileReorder, None),
     ("edge", lc.EdgeReorder, li.EdgeReorder, core.edge_reorder),
     ("edge", lc.EdgeReorderTransformer, li.EdgeReorder, core.edge_reorder),
@@ -129,23 +144,67 @@ def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
         if s in REORDER_NAMES and a is not lc.EdgeReorderTransformer
     }
     for name in REORDER_NAMES:
-        assert (LC_STRATEGIES[name], LI_STRATEGIES[name]) == by_strategy[name]
+        pair = by_strategy[VARIANTS.get(name, name)]
+        assert (LC_STRATEGIES[name], LI_STRATEGIES[name]) == pair
 
 
 def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
     """One table: every strategy name the integrations know is a row of rag_position.STRATEGIES."""
     from rag_position import STRATEGIES
-    from rag_position.adapters import REORDER_STRATEGIES
+    from rag_position.adapters import NAMED_VARIANTS, REORDER_STRATEGIES
 
     assert set(REORDER_STRATEGIES) == REORDER_NAMES
+    assert dict(NAMED_VARIANTS) == VARIANTS
     for name in REORDER_NAMES:
         assert name in STRATEGIES and not STRATEGIES[name].answers, name
 
 
+def test_a_variant_name_builds_its_component_with_the_core_rows_fixed_options() -> None:
+    """``passage_likelihood_profile`` is ``passage_likelihood`` with the core row's fixed
+    ``placement="profile"``, in both retrievers, and the fixed option cannot be overridden."""
+    from langchain_core.retrievers import BaseRetriever as LCRetriever
+    from llama_index.core.base.base_retriever import BaseRetriever as LIRetriever
+
+    from rag_position import STRATEGIES
+
+    class NoDocs(LCRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return []
+
+    class NoNodes(LIRetriever):
+        def _retrieve(self, query_bundle: Any) -> list[NodeWithScore]:
+            return []
+
+    scorer = _ConstantScorer()
+    for name, component in VARIANTS.items():
+        fixed = dict(STRATEGIES[name].fixed)
+        assert fixed and STRATEGIES[name].function is STRATEGIES[component].function
+        built_lc = lc.PositionAwareRetriever(
+            retriever=NoDocs(), strategy=name, scorer=scorer, strategy_options={"profile": [0.1]}
+        ).reorderer
+        built_li = li.PositionAwareRetriever(NoNodes(), name, scorer=scorer, profile=[0.1])
+        for built in (built_lc, built_li.postprocessor):
+            assert type(built).strategy_name == component
+            assert {k: getattr(built, k) for k in fixed} == fixed
+        with pytest.raises(TypeError, match="itself"):
+            li.PositionAwareRetriever(NoNodes(), name, scorer=scorer, placement="first")
+        with pytest.raises(ValueError, match="profile="):
+            li.PositionAwareRetriever(NoNodes(), name, scorer=scorer)
+
+
+class _ConstantScorer:
+    def score_spans(self, prompts: Any, spans: Any) -> list[Any]:
+        from rag_position.models import SpanScore
+
+        return [SpanScore(-1.0, -1.0, 1) for _ in prompts]
+
+
 def test_model_accessors_have_the_same_names() -> None:
-    for cls in (lc.LikelihoodReorder, lc.ConvexScoreReorder, lc.ProfileReorder):
+    for cls in (lc.LikelihoodReorder, lc.ConvexScoreReorder, lc.PassageLikelihoodReorder,
+                lc.ProfileReorder):  # fmt: skip
         assert isinstance(inspect.getattr_static(cls, "core_scorer"), property)
-    for cls in (li.LikelihoodReorder, li.ConvexScoreReorder, li.ProfileReorder):
+    for cls in (li.LikelihoodReorder, li.ConvexScoreReorder, li.PassageLikelihoodReorder,
+                li.ProfileReorder):  # fmt: skip
         assert isinstance(inspect.getattr_static(cls, "core_scorer"), property)
     for pair in ((lc.ReciteThenSolve, li.ReciteThenSolveQueryEngine),
                  (lc.FactRewriter, li.FactQueryEngine),
@@ -192,6 +251,8 @@ def _configs(model: object, profile: Any) -> list[tuple[str, dict[str, Any]]]:
         ("likelihood_selection", {"scorer": model, "n_orders": 3}),
         ("convex_score", {"scorer": model}),
         ("convex_score", {"scorer": model, "placement": "profile", "profile": profile}),
+        ("passage_likelihood", {"scorer": model}),
+        ("passage_likelihood", {"scorer": model, "placement": "profile", "profile": profile}),
         ("profile", {"profile": profile}),
         ("profile", {"profile": profile, "score_key": "relevance_score"}),
         ("profile", {"profile": profile, "scorer": model}),

@@ -1,7 +1,8 @@
 """LangChain components for rag-position: put retrieved documents where the model reads them.
 
 Document compressors (``BaseDocumentCompressor``) :class:`LikelihoodReorder`,
-:class:`ConvexScoreReorder`, :class:`ProfileReorder`, :class:`EdgeReorder`; the
+:class:`ConvexScoreReorder`, :class:`PassageLikelihoodReorder`, :class:`ProfileReorder`,
+:class:`EdgeReorder`; the
 transformer :class:`EdgeReorderTransformer` (a drop-in for ``LongContextReorder``);
 the retriever :class:`PositionAwareRetriever`; the runnables :class:`QuerySandwich`,
 :class:`ReciteThenSolve`, :class:`FactRewriter`, :class:`MedoidVoting`; and
@@ -22,6 +23,7 @@ from langchain_rag_position.compressors import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     ProfileReorder,
 )
 from langchain_rag_position.document_transformers import EdgeReorderTransformer
@@ -46,6 +48,7 @@ __all__ = [
     "LangChainGenerator",
     "LikelihoodReorder",
     "MedoidVoting",
+    "PassageLikelihoodReorder",
     "PositionAwareRetriever",
     "PositionProfile",
     "ProfileReorder",

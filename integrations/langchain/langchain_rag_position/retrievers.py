@@ -17,25 +17,32 @@ from langchain_rag_position.compressors import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     ProfileReorder,
 )
+from rag_position.adapters import named_options
 
 STRATEGIES: dict[str, type[BaseDocumentCompressor]] = {
     "likelihood_selection": LikelihoodReorder,
     "convex_score": ConvexScoreReorder,
+    "passage_likelihood": PassageLikelihoodReorder,
+    "passage_likelihood_profile": PassageLikelihoodReorder,  # placement="profile"
     "profile": ProfileReorder,
     "edge": EdgeReorder,
 }
-"""Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``."""
+"""Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``
+(``passage_likelihood_profile`` fixes ``placement="profile"``:
+``rag_position.adapters.named_options``)."""
 
 
 class PositionAwareRetriever(BaseRetriever):
     """Retrieve with ``retriever``, keep the first ``k`` results, put them in order.
 
     ``strategy`` is a name (``"edge"``, the default; ``"likelihood_selection"``,
-    ``"convex_score"``, ``"profile"``), built with ``scorer=`` and
-    ``strategy_options`` (the compressor's other fields, e.g. ``{"n_orders": 4}``
-    or ``{"profile": "profile.json"}``), or a ready compressor or document
+    ``"convex_score"``, ``"passage_likelihood"``, ``"passage_likelihood_profile"``
+    (``placement="profile"``: give ``{"profile": ...}``), ``"profile"``), built with
+    ``scorer=`` and ``strategy_options`` (the compressor's other fields, e.g.
+    ``{"n_orders": 4}`` or ``{"profile": "profile.json"}``), or a ready compressor or document
     transformer (ours or any other). ``k`` (also per call: ``invoke(query, k=3)``)
     is how many of the base retriever's results are kept, in its order, before
     reordering; ``None`` keeps them all. The base retriever's results are never
@@ -76,7 +83,7 @@ class PositionAwareRetriever(BaseRetriever):
                 if strategy == "edge":
                     raise ValueError("strategy 'edge' uses no model: leave out `scorer`")
                 options["scorer"] = self.scorer
-            self._reorderer = STRATEGIES[strategy](**options)
+            self._reorderer = STRATEGIES[strategy](**named_options(strategy, options))
         elif isinstance(strategy, (BaseDocumentCompressor, BaseDocumentTransformer)):
             if self.scorer is not None or self.strategy_options:
                 raise ValueError(

@@ -14,6 +14,7 @@ from langchain_rag_position import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     PositionAwareRetriever,
     ProfileReorder,
 )
@@ -31,6 +32,7 @@ COMPRESSORS: dict[str, Callable[[], BaseDocumentCompressor]] = {
     "ProfileReorder": lambda: ProfileReorder(profile=[0.2, 0.1, 0.3, 0.4, 0.5]),
     "LikelihoodReorder": lambda: LikelihoodReorder(scorer=Untouchable()),
     "ConvexScoreReorder": lambda: ConvexScoreReorder(scorer=Untouchable()),
+    "PassageLikelihoodReorder": lambda: PassageLikelihoodReorder(scorer=Untouchable()),
     "EdgeReorder": lambda: EdgeReorder(),
 }
 

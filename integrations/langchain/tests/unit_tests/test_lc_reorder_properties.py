@@ -7,7 +7,8 @@ the caller's metadata plus one record under ``metadata_key``
 (``{"strategy", "score", "rank", "original_rank", **extras}``); ``metadata_key=None``
 returns the caller's very Document objects, reordered. Inputs are never mutated; no
 documents in gives no documents out. Pinned for ``LikelihoodReorder``,
-``ConvexScoreReorder``, ``ProfileReorder``, ``EdgeReorder``, ``EdgeReorderTransformer``
+``ConvexScoreReorder``, ``PassageLikelihoodReorder``, ``ProfileReorder``, ``EdgeReorder``,
+``EdgeReorderTransformer``
 (sync and async) and ``PositionAwareRetriever``, on generated documents: 0 to 30 of
 them, empty texts, emoji, long texts, the same Document passed more than once,
 nested metadata, a record already there (chained reorderers), scores under
@@ -50,13 +51,14 @@ from langchain_rag_position import (
     EdgeReorder,
     EdgeReorderTransformer,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     PositionAwareRetriever,
     PositionProfile,
     ProfileReorder,
 )
 from langchain_rag_position.retrievers import STRATEGIES as RETRIEVER_STRATEGIES
 
-from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS
+from rag_position.adapters import EXTRA_KEYS, NAMED_VARIANTS, RECORD_KEYS
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Span, SpanScore
 
@@ -262,6 +264,29 @@ COMPONENTS: dict[str, Component] = {
         lambda s, o: ConvexScoreReorder(scorer=s, placement="profile", profile=o["profile"]),
         "convex_score",
         st.fixed_dictionaries({"profile": st.sampled_from(PROFILES)}),
+        scores=True,
+    ),
+    "PassageLikelihoodReorder": Component(
+        lambda s, o: PassageLikelihoodReorder(scorer=s, metadata_key=o["key"]),
+        "passage_likelihood",
+        st.fixed_dictionaries({"key": metadata_keys}),
+        scores=True,
+    ),
+    "PassageLikelihoodReorder_last_scores": Component(
+        lambda s, o: PassageLikelihoodReorder(
+            scorer=s, placement="last", rest="scores", title_key=None
+        ),
+        "passage_likelihood",
+        scores=True,
+    ),
+    "PassageLikelihoodReorder_profile": Component(
+        lambda s, o: PassageLikelihoodReorder(
+            scorer=s, placement="profile", profile=o["profile"], rest=o.get("rest")
+        ),
+        "passage_likelihood",
+        st.fixed_dictionaries(
+            {"profile": st.sampled_from(PROFILES), "rest": st.sampled_from([None, "keep"])}
+        ),
         scores=True,
     ),
     "ProfileReorder": Component(
@@ -535,7 +560,8 @@ class ListRetriever(BaseRetriever):
 def test_position_aware_retriever_returns_the_kept_documents_once(
     docs: list[Document], strategy: str, k: int | None, scorer: HashScorer, use_async: bool
 ) -> None:
-    options: dict[str, Any] = {"profile": [0.2, 0.1, 0.6]} if strategy == "profile" else {}
+    profiled = ("profile", "passage_likelihood_profile")
+    options: dict[str, Any] = {"profile": [0.2, 0.1, 0.6]} if strategy in profiled else {}
     retriever = PositionAwareRetriever(
         retriever=ListRetriever(docs=docs),
         strategy=strategy,
@@ -554,7 +580,8 @@ def test_position_aware_retriever_returns_the_kept_documents_once(
     before.check()
     if out is not None:
         kept = docs if k is None else docs[:k]
-        check_reordered(kept, list(out), strategy, METADATA_KEY)
+        recorded = NAMED_VARIANTS.get(strategy, strategy)  # the record names the reorderer
+        check_reordered(kept, list(out), recorded, METADATA_KEY)
 
 
 def test_every_reordering_component_is_covered() -> None:

@@ -18,6 +18,7 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 COMPONENTS = [
     "LikelihoodReorder",
     "ConvexScoreReorder",
+    "PassageLikelihoodReorder",
     "ProfileReorder",
     "EdgeReorder",
     "PositionAwareRetriever",

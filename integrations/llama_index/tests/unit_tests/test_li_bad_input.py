@@ -19,6 +19,7 @@ from llama_index.postprocessor.rag_position import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     ProfileReorder,
 )
 
@@ -36,6 +37,7 @@ POSTPROCESSORS: dict[str, Callable[[], BaseNodePostprocessor]] = {
     "ProfileReorder+scorer": lambda: ProfileReorder(profile=PROFILE, scorer=Untouchable()),
     "LikelihoodReorder": lambda: LikelihoodReorder(scorer=Untouchable()),
     "ConvexScoreReorder": lambda: ConvexScoreReorder(scorer=Untouchable()),
+    "PassageLikelihoodReorder": lambda: PassageLikelihoodReorder(scorer=Untouchable()),
     "EdgeReorder": lambda: EdgeReorder(),
 }
 
@@ -63,7 +65,9 @@ def test_query_str_keyword_that_is_not_a_string_is_a_type_error() -> None:
         ProfileReorder(profile=PROFILE).postprocess_nodes(make_nodes(), query_str=7)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["LikelihoodReorder", "ConvexScoreReorder"])
+@pytest.mark.parametrize(
+    "name", ["LikelihoodReorder", "ConvexScoreReorder", "PassageLikelihoodReorder"]
+)
 def test_async_path_checks_the_query_too(name: str) -> None:
     import asyncio
 
@@ -75,7 +79,14 @@ def test_async_path_checks_the_query_too(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["LikelihoodReorder", "ConvexScoreReorder", "ProfileReorder", "ProfileReorder+scorer"]
+    "name",
+    [
+        "LikelihoodReorder",
+        "ConvexScoreReorder",
+        "PassageLikelihoodReorder",
+        "ProfileReorder",
+        "ProfileReorder+scorer",
+    ],
 )
 def test_query_that_is_not_valid_unicode_is_a_value_error(name: str) -> None:
     with pytest.raises(ValueError, match=r"`question` is not valid Unicode.*character 8"):

@@ -10,7 +10,8 @@ unless ``replace_score=True``; ``metadata_key=None`` returns the caller's own
 ``NodeWithScore`` objects (with ``replace_score``, new wrappers around the caller's own
 nodes where the score changes). The caller's nodes, their metadata and the input list
 are never mutated; nothing is lost or duplicated. Pinned for ``LikelihoodReorder``,
-``ConvexScoreReorder``, ``ProfileReorder``, ``EdgeReorder`` (sync and async) and
+``ConvexScoreReorder``, ``PassageLikelihoodReorder``, ``ProfileReorder``, ``EdgeReorder``
+(sync and async) and
 ``PositionAwareRetriever``, on generated nodes: 0 to 30, empty texts, emoji, long
 texts, the same ``NodeWithScore`` passed twice and the same node in two wrappers, nested
 metadata, a record already there (chained postprocessors), retriever scores holding
@@ -52,11 +53,12 @@ from llama_index.postprocessor.rag_position import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     PositionAwareRetriever,
     ProfileReorder,
 )
 
-from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS
+from rag_position.adapters import EXTRA_KEYS, NAMED_VARIANTS, RECORD_KEYS
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Span, SpanScore
 from rag_position.strategies import PositionProfile
@@ -281,6 +283,39 @@ COMPONENTS: dict[str, Component] = {
         ),
         "convex_score",
         st.fixed_dictionaries({"profile": st.sampled_from(PROFILES), "replace": st.booleans()}),
+        scores=True,
+    ),
+    "PassageLikelihoodReorder": Component(
+        lambda s, o: PassageLikelihoodReorder(
+            scorer=s, metadata_key=o["key"], replace_score=o["replace"]
+        ),
+        "passage_likelihood",
+        st.fixed_dictionaries(keyed),
+        scores=True,
+    ),
+    "PassageLikelihoodReorder_last_scores": Component(
+        lambda s, o: PassageLikelihoodReorder(
+            scorer=s, placement="last", rest="scores", title_key=None
+        ),
+        "passage_likelihood",
+        scores=True,
+    ),
+    "PassageLikelihoodReorder_profile": Component(
+        lambda s, o: PassageLikelihoodReorder(
+            scorer=s,
+            placement="profile",
+            profile=o["profile"],
+            rest=o.get("rest"),
+            replace_score=o["replace"],
+        ),
+        "passage_likelihood",
+        st.fixed_dictionaries(
+            {
+                "profile": st.sampled_from(PROFILES),
+                "rest": st.sampled_from([None, "keep"]),
+                "replace": st.booleans(),
+            }
+        ),
         scores=True,
     ),
     "ProfileReorder": Component(  # the retriever's scores where all have one, else the order
@@ -589,9 +624,9 @@ def test_position_aware_retriever_returns_the_retrieved_nodes_once(
     nodes: list[NodeWithScore], strategy: str, scorer: HashScorer, use_async: bool
 ) -> None:
     options: dict[str, Any] = {}
-    if strategy == "profile":
+    if strategy in ("profile", "passage_likelihood_profile"):
         options["profile"] = [0.2, 0.1, 0.6]
-    elif strategy != "edge":
+    if strategy not in ("edge", "profile"):
         options["scorer"] = scorer
     retriever = PositionAwareRetriever(ListRetriever(nodes), strategy, **options)
     before = Snapshot(nodes)
@@ -606,7 +641,8 @@ def test_position_aware_retriever_returns_the_retrieved_nodes_once(
     )
     before.check()
     if out is not None:
-        check_reordered(first_of_each_id(nodes), out, strategy, METADATA_KEY)
+        recorded = NAMED_VARIANTS.get(strategy, strategy)  # the record names the postprocessor
+        check_reordered(first_of_each_id(nodes), out, recorded, METADATA_KEY)
 
 
 def test_every_reordering_postprocessor_is_covered() -> None:

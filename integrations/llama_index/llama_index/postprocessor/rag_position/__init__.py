@@ -1,7 +1,8 @@
 """rag-position for LlamaIndex: position-aware node postprocessors, retriever and query engines.
 
 Postprocessors reorder retrieved nodes (:class:`LikelihoodReorder`,
-:class:`ConvexScoreReorder`, :class:`ProfileReorder`, :class:`EdgeReorder`) and
+:class:`ConvexScoreReorder`, :class:`PassageLikelihoodReorder`, :class:`ProfileReorder`,
+:class:`EdgeReorder`) and
 write what they found under the node metadata key :data:`METADATA_KEY`;
 :class:`PositionAwareRetriever` wraps any retriever with one of them; the query
 engines run the generation-side strategies (:class:`QuerySandwichQueryEngine`,
@@ -30,6 +31,7 @@ from llama_index.postprocessor.rag_position.base import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     ProfileReorder,
     as_position_profile,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "LlamaIndexEmbedder",
     "LlamaIndexGenerator",
     "MedoidVotingQueryEngine",
+    "PassageLikelihoodReorder",
     "PositionAwareRetriever",
     "ProfileReorder",
     "QuerySandwichQueryEngine",

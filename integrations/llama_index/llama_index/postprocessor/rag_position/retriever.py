@@ -13,16 +13,23 @@ from llama_index.postprocessor.rag_position.base import (
     ConvexScoreReorder,
     EdgeReorder,
     LikelihoodReorder,
+    PassageLikelihoodReorder,
     ProfileReorder,
 )
+
+from rag_position.adapters import named_options
 
 STRATEGY_CLASSES: Mapping[str, type[BaseNodePostprocessor]] = {
     "likelihood_selection": LikelihoodReorder,
     "convex_score": ConvexScoreReorder,
+    "passage_likelihood": PassageLikelihoodReorder,
+    "passage_likelihood_profile": PassageLikelihoodReorder,  # placement="profile"
     "profile": ProfileReorder,
     "edge": EdgeReorder,
 }
-"""Strategy names :class:`PositionAwareRetriever` accepts, and the postprocessor each builds."""
+"""Strategy names :class:`PositionAwareRetriever` accepts, and the postprocessor each builds
+(``passage_likelihood_profile`` fixes ``placement="profile"``:
+:func:`rag_position.adapters.named_options`)."""
 
 
 class PositionAwareRetriever(BaseRetriever):
@@ -30,8 +37,9 @@ class PositionAwareRetriever(BaseRetriever):
 
     ``strategy``: one of our postprocessors (or any ``BaseNodePostprocessor``), or a
     name from :data:`STRATEGY_CLASSES` (``"likelihood_selection"``, ``"convex_score"``,
-    ``"profile"``, ``"edge"``) built with ``**options`` (e.g. ``scorer=``,
-    ``profile=``). The query goes to the strategy, so likelihood-based ones score the
+    ``"passage_likelihood"``, ``"passage_likelihood_profile"`` (``placement="profile"``:
+    give ``profile=``), ``"profile"``, ``"edge"``) built with ``**options`` (e.g.
+    ``scorer=``, ``profile=``). The query goes to the strategy, so likelihood-based ones score the
     real question. ``aretrieve`` awaits the wrapped retriever and the strategy's async
     path.
 
@@ -61,7 +69,7 @@ class PositionAwareRetriever(BaseRetriever):
                     f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGY_CLASSES))}"
                     " (or pass a node postprocessor)"
                 )
-            postprocessor = STRATEGY_CLASSES[strategy](**options)
+            postprocessor = STRATEGY_CLASSES[strategy](**named_options(strategy, options))
         elif isinstance(strategy, BaseNodePostprocessor):
             if options:
                 raise ValueError(
