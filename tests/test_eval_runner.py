@@ -553,16 +553,16 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
     run = {name for name, _ in rows}
     assert run == set(QUICK_STRATEGIES) & set(available_strategies())
-    assert {"likelihood_selection", "convex_score_profile", "edge", "retriever"} <= run
+    assert {"likelihood_selection", "passage_likelihood_profile", "edge", "retriever"} <= run
     for name in run:
         settings = {g for s, g in rows if s == name}
         assert settings == ({"random"} if name in QUICK_RANDOM_ONLY else {"random", "worst"})
     for name in QUICK_RANDOM_ONLY:
         assert rows[(name, "random")]["n"] == 4 and rows[(name, "random")]["lm_calls"] == K + 1
     # the sweep (0, 4, 9) reads the ends: its profile places the found gold at an end
-    assert rows[("convex_score_profile", "random")]["accuracy"] == 1.0
+    assert rows[("passage_likelihood_profile", "random")]["accuracy"] == 1.0
     report = (tmp_path / "q" / "report.md").read_text()
-    assert "convex_score_profile uses the accuracy profile of this run's sweep" in report
+    assert "passage_likelihood_profile uses the accuracy profile of this run's sweep" in report
     assert "likelihood_selection: run only with the gold at a random position" in report
     assert "'likelihood_selection'" in report  # the recorded call names the strategies run
 

@@ -51,11 +51,14 @@ def test_one_batched_call_of_one_passage_each_and_the_top_first() -> None:
 def test_profile_placement_puts_the_ranking_down_the_profile() -> None:
     profile = PositionProfile([0.3, 0.1, 0.2, 0.9])  # best last, then first, then third
     result = passage_likelihood(QUESTION, PASSAGES, KeywordScorer(), placement="profile",
-                                profile=profile)  # fmt: skip
+                                profile=profile, rest="scores")  # fmt: skip
     assert result.order == [3, 2, 0, 1]  # 1st ranked last, 2nd (3) first, 3rd (0) third
+    kept = passage_likelihood(QUESTION, PASSAGES, KeywordScorer(), placement="profile",
+                              profile=profile)  # fmt: skip
+    assert kept.order == [0, 2, 3, 1]  # the default: only the top moves, the rest keep order
     row = STRATEGIES["passage_likelihood_profile"]
     same = row(QUESTION, PASSAGES, scorer=KeywordScorer(), profile=profile)
-    assert same.order == result.order
+    assert same.order == kept.order
 
 
 @pytest.mark.parametrize(

@@ -38,12 +38,14 @@ def test_pipeline_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -
             "Paris is the capital of France.",
             "Rome is in Italy.",
         ]
-        assert all(d.metadata["rag_position"]["strategy"] == "convex_score" for d in docs)
+        assert all(d.metadata["rag_position"]["strategy"] == "passage_likelihood" for d in docs)
+        assert docs[0].page_content == "Paris is the capital of France."  # the gold first
         assert capsys.readouterr().out.strip()  # the chain's printed answer
     else:
         response = namespace["response"]
         assert response.source_nodes  # type: ignore[attr-defined]
         assert all("rag_position" in n.node.metadata for n in response.source_nodes)  # type: ignore[attr-defined]
+        assert response.source_nodes[0].node.text == "Paris is the capital of France."  # type: ignore[attr-defined]
         assert capsys.readouterr().out.strip()  # the printed answer
 
 

@@ -4,8 +4,9 @@ Multi-document QA with 10 passages, the gold passage at positions 0, 4 and 9,
 closed-book and oracle baselines, then the strategy comparison on the same
 questions: the baselines, the frameworks' ``LongContextReorder`` and the
 no-scoring strategies with the gold at a random position and at the worst of the
-three; the scoring strategies (likelihood selection, and ConvexScore placed by the
-position profile this run's sweep has just measured) with the gold at the random
+three; the scoring strategies (likelihood selection, and passage likelihood placed
+by the position profile this run's sweep has just measured: the library's best at
+its cost, README "Identifying the gold passage") with the gold at the random
 position. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
 runs give identical numbers (and a second run into the same folder recomputes
 nothing).
@@ -22,19 +23,21 @@ from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, nam
 
 QUICK_QUESTIONS = 10
 """Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16: 10
-questions took 8 min 43 s there, 20 took 15 min 21 s (the two scoring strategies, ten
-passes and an answer each, cost about 12 s a question apiece). The README has the
-measured times, and float32's."""
+questions took 8 min 43 s there, 20 took 15 min 21 s, measured when the second scoring
+strategy was ConvexScore with the profile (ten full prompts and an answer, about 12 s a
+question); passage likelihood, which replaced it, scores ten one-passage prompts
+(about a tenth of the tokens). The README has the measured times, and float32's."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (
     "retriever", "random", "gold_first", "gold_last", "edge", "sandwich",
-    "langchain_reorder", "llamaindex_reorder", "likelihood_selection", "convex_score_profile",
+    "langchain_reorder", "llamaindex_reorder", "likelihood_selection",
+    "passage_likelihood_profile",
 )  # fmt: skip
 """The baselines, the frameworks' reorders (where installed), the strategies that need
 no scoring pass, and the two scoring strategies of :data:`QUICK_RANDOM_ONLY`."""
-QUICK_RANDOM_ONLY = ("likelihood_selection", "convex_score_profile")
-"""Run with the gold at the random position only: ten scoring passes a question each."""
+QUICK_RANDOM_ONLY = ("likelihood_selection", "passage_likelihood_profile")
+"""Run with the gold at the random position only: they score (ten prompts a question)."""
 
 
 QUICK = TaskSpec(
