@@ -786,7 +786,7 @@ def check_option_names(component: str, given: Iterable[str], known: Iterable[str
 def check_placement(placement: str, profile: Any) -> PositionProfile | None:
     """A ``profile`` exactly with ``placement="profile"``; the profile, resolved (or ``None``)."""
     if (placement == "profile") != (profile is not None):
-        raise ValueError("pass `profile` exactly when placement='profile'")
+        raise ValueError("pass a `profile` exactly when placement='profile'")
     return None if profile is None else to_profile(profile)
 
 
@@ -794,12 +794,10 @@ def check_convex_options(
     placement: str, profile: Any, edge_weight: float, curvature_weight: float
 ) -> PositionProfile | None:
     """ConvexScore's construction-time rules; the profile, resolved (or ``None``)."""
-    if (placement == "profile") != (profile is not None):
-        raise ValueError("pass `profile` exactly when placement='profile'")
     for name, value in (("edge_weight", edge_weight), ("curvature_weight", curvature_weight)):
         if not math.isfinite(value):
             raise ValueError(f"`{name}` must be a finite number")
-    return None if profile is None else to_profile(profile)
+    return check_placement(placement, profile)
 
 
 def convex_profile(component: Any) -> PositionProfile | None:

@@ -28,7 +28,7 @@ from rag_position.strategies._base import (
     to_passages,
 )
 from rag_position.strategies.gauge import check_template
-from rag_position.strategies.profiles import Placement, ProfileLike, Rest, as_profile, place
+from rag_position.strategies.profiles import Placement, ProfileLike, Rest, check_placement, place
 
 T = TypeVar("T")
 
@@ -65,13 +65,7 @@ def passage_likelihood(
     """
     check_question(question)
     check_template(template, False)
-    if placement not in ("first", "last", "profile"):
-        raise ValueError(f"`placement` must be 'first', 'last' or 'profile', got {placement!r}")
-    if rest is not None and rest not in ("keep", "scores"):
-        raise ValueError(f"`rest` must be 'keep' or 'scores', got {rest!r}")
-    if (placement == "profile") != (profile is not None):
-        raise ValueError("pass a `profile` exactly when placement='profile'")
-    prof = None if profile is None else as_profile(profile)  # a bad file fails before scoring
+    prof = check_placement(placement, rest, profile)
     items = check_passages(passages)
     n = len(items)
     if n < 2:

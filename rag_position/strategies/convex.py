@@ -26,7 +26,7 @@ from rag_position.strategies._base import (
     reordered,
 )
 from rag_position.strategies.gauge import check_template, question_likelihood
-from rag_position.strategies.profiles import Placement, ProfileLike, Rest, as_profile, place
+from rag_position.strategies.profiles import Placement, ProfileLike, Rest, check_placement, place
 
 T = TypeVar("T")
 Variant = Literal["convex", "authors"]
@@ -108,16 +108,11 @@ def convex_score(
     check_count(n_rotations, "n_rotations")
     seed = check_seed(seed)
     _check_choice(variant, ("convex", "authors"), "variant")
-    _check_choice(placement, ("first", "last", "profile"), "placement")
     _check_choice(design, ("rotations", "authors"), "design")
-    if rest is not None:
-        _check_choice(rest, ("keep", "scores"), "rest")
     for name, w in (("edge_weight", edge_weight), ("curvature_weight", curvature_weight)):
         if not math.isfinite(w):
             raise ValueError(f"`{name}` must be a finite number, got {w}")
-    if (placement == "profile") != (profile is not None):
-        raise ValueError("pass a `profile` exactly when placement='profile'")
-    prof = None if profile is None else as_profile(profile)  # a bad file fails before scoring
+    prof = check_placement(placement, rest, profile)
     items = check_passages(passages)
     n = len(items)
     if n < 2:

@@ -229,6 +229,22 @@ Placement = Literal["first", "last", "profile"]
 Rest = Literal["keep", "scores"]
 
 
+def check_placement(placement: str, rest: str | None, profile: Any) -> PositionProfile | None:
+    """The placement rules every placing strategy shares; the profile, resolved (or ``None``).
+
+    ``placement`` one of first, last, profile; ``rest`` None, keep or scores; a
+    ``profile`` exactly when ``placement="profile"`` (a bad profile file fails here,
+    before any scoring).
+    """
+    if placement not in ("first", "last", "profile"):
+        raise ValueError(f"`placement` must be 'first', 'last' or 'profile', got {placement!r}")
+    if rest is not None and rest not in ("keep", "scores"):
+        raise ValueError(f"`rest` must be 'keep' or 'scores', got {rest!r}")
+    if (placement == "profile") != (profile is not None):
+        raise ValueError("pass a `profile` exactly when placement='profile'")
+    return None if profile is None else as_profile(profile)
+
+
 def place(
     ranked: Sequence[int], placement: Placement, rest: Rest | None, profile: ProfileLike | None
 ) -> list[int]:
