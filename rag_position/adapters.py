@@ -58,6 +58,7 @@ from rag_position.strategies import (
     medoid_vote,
     passage_likelihood,
     profile_reorder,
+    profiles,
     recite_then_solve,
 )
 from rag_position.strategies.edges import EdgeMode
@@ -784,10 +785,8 @@ def check_option_names(component: str, given: Iterable[str], known: Iterable[str
 
 
 def check_placement(placement: str, profile: Any) -> PositionProfile | None:
-    """A ``profile`` exactly with ``placement="profile"``; the profile, resolved (or ``None``)."""
-    if (placement == "profile") != (profile is not None):
-        raise ValueError("pass a `profile` exactly when placement='profile'")
-    return None if profile is None else to_profile(profile)
+    """The core's placement rules at construction; the profile, resolved (or ``None``)."""
+    return profiles.check_placement(placement, None, profile)
 
 
 def check_convex_options(

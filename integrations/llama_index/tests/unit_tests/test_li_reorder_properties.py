@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
-import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,9 +58,8 @@ from llama_index.postprocessor.rag_position import (
 )
 
 from rag_position.adapters import EXTRA_KEYS, NAMED_VARIANTS, RECORD_KEYS
-from rag_position.errors import BackendError
-from rag_position.models.protocols import Span, SpanScore
 from rag_position.strategies import PositionProfile
+from rag_position.testing.scripted import HashScorer, ScriptedScorer, tolerating_nonfinite
 
 T = TypeVar("T")
 QUESTIONS = ["Who wrote Hamlet?", "¿Quién escribió 🎭 Hamlet?", "q"]
@@ -160,55 +158,6 @@ def node_lists(draw: st.DrawFn, max_size: int = 30, bad_scores: bool = False) ->
 
 
 # ---------------------------------------------------------------------- scripted scorers
-
-
-class HashScorer:
-    """Deterministic pseudo-random likelihoods from the prompt text (orders differ)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.nonfinite = False  # whether it ever answered NaN or an infinity
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        self.calls += 1
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert 0 <= start < end <= len(prompt)
-            value = -(zlib.crc32(prompt.encode("utf-8", "surrogatepass")) % 10_000) / 1000
-            out.append(SpanScore(value, value * (end - start), end - start))
-        return out
-
-
-class ScriptedScorer(HashScorer):
-    """Answers ``values`` in turn, cycling (NaN, infinities, ties: whatever is scripted)."""
-
-    def __init__(self, values: Sequence[float]) -> None:
-        super().__init__()
-        self.values = list(values)
-        self.at = 0
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        self.calls += 1
-        out = []
-        for _ in prompts:
-            value = self.values[self.at % len(self.values)]
-            self.at += 1
-            self.nonfinite |= not math.isfinite(value)
-            out.append(SpanScore(value, value, 1))
-        return out
-
-
-def tolerating_nonfinite(scorer: HashScorer, call: Callable[[], T]) -> T | None:
-    """``call()``; ``None`` when it refused the scorer's NaN/inf with a ``BackendError``
-    (every strategy refuses a non-finite score, and only then)."""
-    try:
-        result = call()
-    except BackendError as error:
-        assert scorer.nonfinite, f"a BackendError though every score was finite: {error}"
-        assert "not a finite number" in str(error), error
-        return None
-    assert not scorer.nonfinite, "a non-finite score was used instead of refused"
-    return result
 
 
 WILD = [math.nan, math.inf, -math.inf, 0.0, -1.5, 1e308, -1e-300]
