@@ -17,6 +17,7 @@ from typing import Any
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
 from rag_position.eval.datasets import MultidocData
+from rag_position.eval.lingua import LINGUA_ROWS, lingua_installed, lingua_model_problem
 from rag_position.eval.multidoc import (
     WORST_POSITION,
     eval_profile,
@@ -152,7 +153,7 @@ def compare_section(
     if "worst" in gold:
         worst = find_worst_position(worst_position, sweep_rows, k, notes)
     options = {name: dict(opts) for name, opts in (strategy_options or {}).items()}
-    chosen = _choose(strategies, options, sweep_rows, k, ctx.label, notes)
+    chosen = _choose(strategies, options, sweep_rows, k, ctx, notes)
     every = {
         "random": f"docs={k} gold=random(seed={ctx.seed})",
         "worst": f"docs={k} gold={worst}",
@@ -265,11 +266,12 @@ def _choose(
     options: dict[str, dict[str, Any]],
     sweep: Sequence[Mapping[str, Any]] | None,
     k: int,
-    model: str,
+    ctx: RunContext,
     notes: list[str],
 ) -> list[EvalStrategy]:
     parsed = [split_variant(n) for n in names] if names is not None else []
-    measured = eval_profile(sweep, k, model) if sweep else None
+    measured = eval_profile(sweep, k, ctx.label) if sweep else None
+    lingua_problem = lingua_model_problem(ctx.model) if lingua_installed() else None
     for profile_name in PROFILE_ROWS:
         wanted = names is None or any(base == profile_name for base, _ in parsed)
         if profile_name not in options and measured is not None:
@@ -286,11 +288,28 @@ def _choose(
         )
     if names is None:
         found = available_strategies(options)
+        if lingua_problem:
+            for name in LINGUA_ROWS:
+                found.pop(name, None)
+            notes.append(f"{', '.join(LINGUA_ROWS)}: not run: {lingua_problem}")
+        elif not lingua_installed():
+            notes.append(
+                f"{', '.join(LINGUA_ROWS)}: not run, llmlingua is not installed "
+                "(pip install 'rag-position[baselines]')"
+            )
         for profile_name in PROFILE_ROWS:
             if profile_name in found and profile_name not in options:
                 del found[profile_name]
                 notes.append(f"{profile_name} skipped: it needs a profile (a sweep or --profile)")
         return list(found.values())
+    named_lingua = [n for n in names if split_variant(n)[0] in LINGUA_ROWS]
+    if named_lingua and not lingua_installed():
+        raise EvalConfigError(
+            f"--strategies: {', '.join(named_lingua)}: llmlingua is not installed "
+            "(pip install 'rag-position[baselines]')"
+        )
+    if named_lingua and lingua_problem:
+        raise EvalConfigError(f"--strategies: {', '.join(named_lingua)}: {lingua_problem}")
     for profile_name in PROFILE_ROWS:
         unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
         if unprofiled and profile_name not in options:

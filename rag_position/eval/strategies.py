@@ -5,7 +5,9 @@ answer itself) and says what that cost. The eval's own: ``random`` (a seeded
 shuffle of all passages), ``gold_first`` and ``gold_last`` (upper bounds: they
 know the gold passage), and, when the frameworks are installed,
 ``langchain_reorder`` / ``llamaindex_reorder`` (the frameworks' own
-``LongContextReorder`` classes run on the same inputs). Every row of
+``LongContextReorder`` classes run on the same inputs), and, when ``llmlingua``
+is installed, ``longllmlingua`` / ``longllmlingua_last`` (LongLLMLingua's ranking
+by name: :mod:`rag_position.eval.lingua`). Every row of
 :data:`rag_position.strategies.STRATEGIES` runs as a :class:`TableStrategy`,
 called with the run's model as scorer and generator and the question's seed; a
 row added to that table appears in ``compare`` with no change here.
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 from rag_position.cost import Cost, record, spent_by
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Prepared
+from rag_position.eval.lingua import lingua_strategies
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 from rag_position.strategies import registry
@@ -159,6 +162,7 @@ def _every_strategy(
         found["retriever"] = _table_strategy("retriever", table["retriever"], options)
     found.update(builtin_strategies())
     found.update(framework_strategies())
+    found.update(lingua_strategies())
     for name, spec in table.items():
         if name not in found:
             found[name] = _table_strategy(name, spec, options)
