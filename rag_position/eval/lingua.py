@@ -26,6 +26,7 @@ import importlib.util
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +42,7 @@ QUESTION_SUFFIX = " We can get the answer to this question in the given document
 """What ``get_rank_results`` appends to the question before scoring (llmlingua 0.2.2)."""
 
 _COMPRESSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_RANKINGS: OrderedDict[tuple[Any, ...], tuple[list[int], Cost]] = OrderedDict()
 _LOCK = threading.Lock()
 
 
@@ -85,25 +87,9 @@ class LinguaStrategy:
             DOCUMENT_TEMPLATE.format(index=i + 1, title=p.title, text=p.text)
             for i, p in enumerate(to_passages(passages))
         ]
-        compressor = _compressor(model)
-        start = time.perf_counter()
-        with _LOCK:  # one forward pass at a time on the shared weights
-            ranked = compressor.get_rank_results(
-                docs, instance.question, "longllmlingua", "after", [0] * len(docs)
-            )
-        seconds = time.perf_counter() - start
-        ranking = [int(i) for i, _ in ranked]
-        if sorted(ranking) != list(range(len(docs))):
-            raise RuntimeError(f"llmlingua returned {ranking!r}, not a ranking of {len(docs)}")
+        ranking, cost = _rank(model, docs, instance.question)
         order = place(ranking, self.placement, "keep", None) if len(docs) > 1 else ranking
         chosen = [passages[i] for i in order]
-        count = model.count_tokens
-        query = instance.question + QUESTION_SUFFIX
-        cost = Cost(
-            lm_calls=len(docs),
-            prompt_tokens=sum(count(d + query) for d in docs),
-            seconds=seconds,
-        )
         gold = instance.gold
         info: dict[str, Any] = {"ranking": ranking}
         for i, p in enumerate(chosen):
@@ -126,6 +112,41 @@ def lingua_strategies() -> dict[str, LinguaStrategy]:
         "longllmlingua": LinguaStrategy("longllmlingua", "first"),
         "longllmlingua_last": LinguaStrategy("longllmlingua_last", "last"),
     }
+
+
+def _rank(model: Any, docs: list[str], question: str) -> tuple[list[int], Cost]:
+    """llmlingua's ranking of ``docs`` and what computing it cost.
+
+    The rows of one instance rank the same documents: the last few rankings are
+    kept, and a repeat is charged what the original cost (each row reports its own
+    cost, as :class:`~rag_position.eval.strategies.SharedScoring` does).
+    """
+    key = (id(model.model), question, tuple(docs))
+    with _LOCK:
+        hit = _RANKINGS.get(key)
+    if hit is not None:
+        return list(hit[0]), hit[1]
+    compressor = _compressor(model)
+    start = time.perf_counter()
+    with _LOCK:  # one forward pass at a time on the shared weights
+        ranked = compressor.get_rank_results(
+            docs, question, "longllmlingua", "after", [0] * len(docs)
+        )
+    seconds = time.perf_counter() - start
+    ranking = [int(i) for i, _ in ranked]
+    if sorted(ranking) != list(range(len(docs))):
+        raise RuntimeError(f"llmlingua returned {ranking!r}, not a ranking of {len(docs)}")
+    query = question + QUESTION_SUFFIX
+    cost = Cost(
+        lm_calls=len(docs),
+        prompt_tokens=sum(model.count_tokens(d + query) for d in docs),
+        seconds=seconds,
+    )
+    with _LOCK:
+        _RANKINGS[key] = (ranking, cost)
+        while len(_RANKINGS) > 8:
+            _RANKINGS.popitem(last=False)
+    return list(ranking), cost
 
 
 def _compressor(model: Any) -> Any:
