@@ -130,6 +130,13 @@ def test_counterparts_have_the_same_options_and_defaults(
         assert used == expected, f"{strategy}: core options not exposed: {expected - used}"
 
 
+def test_profile_relevance_is_the_core_default_everywhere() -> None:
+    relevance = inspect.signature(core.profile_reorder).parameters["relevance"].default
+    assert relevance == "passage_likelihood"
+    assert lc.ProfileReorder.model_fields["relevance"].default == relevance
+    assert li.ProfileReorder.model_fields["relevance"].default == relevance
+
+
 def test_medoid_k_is_the_core_default_everywhere() -> None:
     k = inspect.signature(core.medoid_vote).parameters["k"].default
     assert lc.MedoidVoting.model_fields["k"].default == k
@@ -256,6 +263,7 @@ def _configs(model: object, profile: Any) -> list[tuple[str, dict[str, Any]]]:
         ("profile", {"profile": profile}),
         ("profile", {"profile": profile, "score_key": "relevance_score"}),
         ("profile", {"profile": profile, "scorer": model}),
+        ("profile", {"profile": profile, "scorer": model, "relevance": "convex_score"}),
         ("edge", {}),
         ("edge", {"score_key": "relevance_score"}),
         ("edge", {"mode": "haystack", "score_key": "relevance_score"}),

@@ -294,9 +294,20 @@ REORDERERS: dict[str, Reorderer] = {
         ),
         takes=("profile", "profile_scores"),
     ),
-    "profile_scorer": Reorderer(
+    "profile_scorer": Reorderer(  # passage likelihood (the default relevance)
+        lambda q, xs, s, o: profile_reorder(q, xs, profile=o["profile"], scorer=s),
+        takes=("profile",),
+        scores=True,
+    ),
+    "profile_scorer_convex": Reorderer(
         lambda q, xs, s, o: profile_reorder(
-            q, xs, profile=o["profile"], scorer=s, n_base_orders=2, rest="keep"
+            q,
+            xs,
+            profile=o["profile"],
+            scorer=s,
+            relevance="convex_score",
+            n_base_orders=2,
+            rest="keep",
         ),
         takes=("profile",),
         scores=True,

@@ -11,6 +11,7 @@ written out as literals.
 from __future__ import annotations
 
 import copy
+import inspect
 import itertools
 import json
 import math
@@ -37,6 +38,7 @@ from rag_position.strategies import (
     estimate_profile,
     get_strategy,
     likelihood_selection,
+    passage_likelihood,
     profile_reorder,
     question_likelihood,
     sandwich,
@@ -567,11 +569,170 @@ def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
     path = tmp_path / "p.json"
     last_best.save(path)
     gold_docs = passages_with_gold(4, 1)
-    by_model = profile_reorder(QUESTION, gold_docs, profile=str(path), scorer=PositionScorer())
+    by_model = profile_reorder(
+        QUESTION, gold_docs, profile=str(path), scorer=PositionScorer(), relevance="convex_score"
+    )
     assert by_model.passages[3] is gold_docs[1] and by_model.cost.lm_calls == 4
     assert by_model.details["relevance"] == "convex_score"
     with pytest.raises(ValueError, match="scorer"):
         profile_reorder(QUESTION, docs, profile=last_best, n_rotations=2)
+
+
+class AloneScorer:
+    """Question likelihood = the sum of ``values[text]`` over the texts in the prompt
+    (one passage alone: its own value); keeps ``usage``, records its batches."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+        self.batches: list[list[str]] = []
+        self._usage = Cost()
+
+    @property
+    def usage(self) -> Cost:
+        return self._usage
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        self.batches.append(list(prompts))
+        self._usage = self._usage + Cost(lm_calls=len(prompts), prompt_tokens=5 * len(prompts))
+        out = []
+        for prompt, (start, end) in zip(prompts, spans, strict=True):
+            assert prompt[start:end] == QUESTION
+            value = sum(v for t, v in self.values.items() if t in prompt)
+            out.append(SpanScore(value, value * 2, 2))
+        return out
+
+
+ALONE = {"alpha": -3.0, "bravo": -0.5, "charlie": -2.0, "delta": -1.0}
+
+
+def test_profile_reorder_ranks_by_passage_likelihood_with_a_scorer_by_default() -> None:
+    profile = PositionProfile((0.2, 0.1, 0.0, 0.5))  # positions best first: 3, 0, 1, 2
+    docs = list(ALONE)
+    scorer = AloneScorer(ALONE)
+    r = profile_reorder(QUESTION, docs, profile=profile, scorer=scorer)
+    alone = passage_likelihood(QUESTION, docs, AloneScorer(ALONE))
+    assert r.details["relevance"] == "passage_likelihood"
+    assert r.scores == alone.scores == [-3.0, -0.5, -2.0, -1.0]
+    assert r.cost == alone.cost and r.cost.lm_calls == 4  # N one-passage prompts
+    assert len(scorer.batches) == 1 and scorer.batches[0] == [
+        render_qa(QUESTION, [d]) for d in docs
+    ]
+    # ranked by the passage-alone scores (bravo, delta, charlie, alpha), down the profile
+    assert r.passages == ["delta", "charlie", "alpha", "bravo"] and r.order == [3, 2, 0, 1]
+    same = passage_likelihood(
+        QUESTION, docs, AloneScorer(ALONE), placement="profile", rest="scores", profile=profile
+    )
+    assert r.order == same.order
+    explicit = profile_reorder(
+        QUESTION, docs, profile=profile, scorer=AloneScorer(ALONE), relevance="passage_likelihood"
+    )
+    assert explicit.order == r.order and explicit.scores == r.scores
+    # the seed is ConvexScore's: passage likelihood does not depend on it
+    assert profile_reorder(QUESTION, docs, profile=profile, scorer=scorer, seed=7).order == r.order
+    # scores given still win over the scorer; no model call
+    unused = AloneScorer(ALONE)
+    by_scores = profile_reorder(
+        QUESTION, docs, profile=profile, scores=[4.0, 3.0, 2.0, 1.0], scorer=unused
+    )
+    assert by_scores.details["relevance"] == "scores" and unused.batches == []
+    # 0 or 1 passages: nothing scored
+    assert profile_reorder(QUESTION, ["a"], profile=profile, scorer=unused).cost == Cost()
+    assert unused.batches == []
+
+
+def test_profile_reorder_convex_score_relevance_is_the_old_behaviour() -> None:
+    profile = PositionProfile((0.3, 0.1, 0.5, 0.0, 0.2))
+    docs = [f"passage {i}" for i in range(5)]
+    for options in ({}, {"n_base_orders": 2, "seed": 3}, {"n_rotations": 3, "seed": 1}):
+        r = profile_reorder(
+            QUESTION, docs, profile=profile, scorer=HashScorer(), relevance="convex_score",
+            **options,
+        )  # fmt: skip
+        convex = convex_score(QUESTION, docs, HashScorer(), **options)
+        assert r.details["relevance"] == "convex_score"
+        assert r.scores == convex.scores
+        assert r.cost.lm_calls == convex.cost.lm_calls
+        ranked = sorted(range(5), key=lambda i: (-convex.scores[i], i))
+        expected = [0] * 5
+        for rank, position in enumerate(profile.ranking()):
+            expected[position] = ranked[rank]
+        assert r.order == expected
+    gold_docs = passages_with_gold(4, 1)
+    scorer = PositionScorer()
+    r = profile_reorder(
+        QUESTION, gold_docs, profile=[0.2, 0.1, 0.0, 0.5], scorer=scorer, relevance="convex_score"
+    )
+    assert r.passages[3] is gold_docs[1]  # ConvexScore's gold at the best-read position
+    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 4  # N full prompts
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"n_rotations": 2},
+            r"\['n_rotations'\] go to convex_score.*relevance='passage_likelihood'",
+        ),
+        (
+            {"relevance": "passage_likelihood", "seed_orders": 1},
+            r"relevance='passage_likelihood'",
+        ),
+        ({"relevance": "convex_score", "n_rotations": 2, "scores": [1.0, 2.0, 3.0]}, "`scores`"),
+        (
+            {"relevance": "likelihood"},
+            r"unknown relevance 'likelihood'; known: 'passage_likelihood'",
+        ),
+        ({"relevance": None}, "unknown relevance None"),
+    ],
+)
+def test_profile_reorder_bad_relevance_combinations(kwargs: dict[str, Any], message: str) -> None:
+    scorer = AloneScorer(ALONE)
+    with pytest.raises(ValueError, match=message):
+        profile_reorder(QUESTION, ["a", "b", "c"], profile=[0.1, 0.2, 0.3], scorer=scorer, **kwargs)
+    assert scorer.batches == []  # refused before scoring
+    with pytest.raises(ValueError, match=r"no `scorer` was given"):  # as before: no scorer
+        profile_reorder(
+            QUESTION, ["a", "b"], profile=[0.1, 0.2], relevance="convex_score", n_rotations=2
+        )
+    with pytest.raises(ValueError, match="unknown relevance"):  # even without a scorer
+        profile_reorder(QUESTION, ["a", "b"], profile=[0.1, 0.2], relevance="convex")  # type: ignore[arg-type]
+
+
+def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
+    from pydantic import ValidationError
+
+    from rag_position import adapters
+
+    default = inspect.signature(profile_reorder).parameters["relevance"].default
+    assert adapters.ProfileOptions.model_fields["relevance"].default == default
+    assert adapters.ProfileOptions(profile=[0.1, 0.2]).relevance == "passage_likelihood"
+    with pytest.raises(ValidationError, match="relevance"):
+        adapters.ProfileOptions(profile=[0.1, 0.2], relevance="likelihood")
+    profile = PositionProfile((0.2, 0.1, 0.0, 0.5))
+    docs = list(ALONE)
+    lazy = adapters.LazyModel(AloneScorer(ALONE))
+    by_default = adapters.profile_reordering(QUESTION, docs, profile, scorer=lazy)
+    core = profile_reorder(QUESTION, docs, profile=profile, scorer=AloneScorer(ALONE))
+    assert by_default.order == core.order == [3, 2, 0, 1]
+    assert by_default.scores == core.scores
+    assert {e["relevance"] for e in by_default.extras} == {"passage_likelihood"}
+    hashed = adapters.LazyModel(HashScorer())
+    convex = adapters.profile_reordering(
+        QUESTION, docs, profile, scorer=hashed, relevance="convex_score", convex_options={"seed": 3}
+    )
+    assert {e["relevance"] for e in convex.extras} == {"convex_score"}
+    assert convex.scores == convex_score(QUESTION, docs, HashScorer(), seed=3).scores
+    with pytest.raises(ValueError, match=r"`convex_options` \(seed\) go to convex_score"):
+        adapters.profile_reordering(
+            QUESTION, docs, profile, scorer=hashed, convex_options={"seed": 3}
+        )
+    adapters.check_profile_options(None, HashScorer(), {"seed": 3}, "convex_score")
+    with pytest.raises(ValueError, match="relevance='convex_score'"):
+        adapters.check_profile_options(None, HashScorer(), {"seed": 3})
+    with pytest.raises(ValueError, match="unknown relevance 'order'"):
+        adapters.check_profile_options(None, HashScorer(), {}, "order")
+    with pytest.raises(ValueError, match="pass a `scorer`"):
+        adapters.check_profile_options(None, None, {"seed": 3}, "convex_score")
 
 
 # --------------------------------------------------------------------------- registry
@@ -581,12 +742,26 @@ def test_table_rows_pass_the_seed_on_and_name_what_they_need() -> None:
     docs = [f"passage {i}" for i in range(6)]
     profile = [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]  # a list of values is a profile too
     runs = {
-        seed: STRATEGIES["profile"](QUESTION, docs, scorer=HashScorer(), profile=profile, seed=seed)
+        seed: STRATEGIES["profile"](
+            QUESTION,
+            docs,
+            scorer=HashScorer(),
+            profile=profile,
+            seed=seed,
+            relevance="convex_score",
+        )
         for seed in (0, 3)
     }
     for seed, r in runs.items():  # the seed reaches ConvexScore through profile_reorder
         assert r.scores == convex_score(QUESTION, docs, HashScorer(), seed=seed).scores
     assert runs[0].scores != runs[3].scores
+    row = STRATEGIES["profile"]  # by default the row ranks by passage likelihood
+    assert "relevance" in row.options and row.defaults["relevance"] == "passage_likelihood"
+    default = row(QUESTION, docs, scorer=HashScorer(), profile=profile, seed=3)
+    assert default.details["relevance"] == "passage_likelihood"
+    assert default.scores == passage_likelihood(QUESTION, docs, HashScorer()).scores
+    with pytest.raises(ValueError, match="relevance='convex_score'"):
+        row(QUESTION, docs, scorer=HashScorer(), profile=profile, n_rotations=2)
     with pytest.raises(ValueError, match=r"'profile' needs profile= \(a PositionProfile"):
         STRATEGIES["profile"](QUESTION, docs)
     with pytest.raises(TypeError, match="no option 'n_rotation'"):  # checked against ConvexScore's
@@ -615,7 +790,8 @@ def test_registry_names_and_uniform_calls() -> None:
         options = {"profile": profile} if "profile" in name else {}
         # PositionScorer reads where the gold sits among several passages; one passage alone
         # has no position
-        scorer = HashScorer() if name.startswith("passage_likelihood") else PositionScorer()
+        alone = name.startswith("passage_likelihood") or name == "profile"  # its default
+        scorer = HashScorer() if alone else PositionScorer()
         r = strategy(QUESTION, docs, scorer=scorer, generator=None, **options)
         assert isinstance(r, OrderingResult)
         assert sorted(map(id, r.passages)) == sorted(map(id, docs))
@@ -680,6 +856,9 @@ STRATEGY_CALLS: dict[str, Callable[[list[Any]], OrderingResult[Any]]] = {
     "edge_haystack": lambda xs: edge_reorder(xs, mode="haystack"),
     "profile": lambda xs: profile_reorder(QUESTION, xs, profile=PROFILE),
     "profile_scorer": lambda xs: profile_reorder(QUESTION, xs, profile=PROFILE, scorer=SCORER),
+    "profile_scorer_convex": lambda xs: profile_reorder(
+        QUESTION, xs, profile=PROFILE, scorer=SCORER, relevance="convex_score"
+    ),
     "sandwich": lambda xs: sandwich(QUESTION, xs),
 }
 

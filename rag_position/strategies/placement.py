@@ -5,14 +5,16 @@ passage's position, but each model has its own curve: the embedded model reads
 the LAST position best, so "most relevant first" is the wrong rule for it.
 :func:`profile_reorder` puts the most relevant passage at the position the
 model's :class:`~rag_position.strategies.PositionProfile` rates best, the next at
-the second best, and so on.
+the second best, and so on. With a scorer, relevance is by default each passage's
+:func:`~rag_position.strategies.passage_likelihood` (the question's likelihood
+after that passage alone), ``relevance="convex_score"`` asks ConvexScore instead.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer
@@ -23,10 +25,15 @@ from rag_position.strategies._base import (
     own_score,
     reordered,
 )
+from rag_position.strategies.alone import passage_likelihood
 from rag_position.strategies.convex import convex_score
 from rag_position.strategies.profiles import ProfileLike, as_profile, place
 
 T = TypeVar("T")
+
+Relevance = Literal["passage_likelihood", "convex_score"]
+"""Where :func:`profile_reorder` takes its relevance from when a ``scorer`` is given."""
+RELEVANCES: tuple[str, ...] = get_args(Relevance)
 
 
 def profile_reorder(
@@ -36,19 +43,30 @@ def profile_reorder(
     profile: ProfileLike,
     scores: Sequence[float] | None = None,
     scorer: Scorer | None = None,
+    relevance: Relevance = "passage_likelihood",
     seed: int = 0,
     **convex_options: Any,
 ) -> OrderingResult[T]:
     """Most relevant passage to the profile's best position, the next to the second best, ...
 
     Relevance, first available: ``scores`` (one per passage, higher is more
-    relevant); ConvexScore's scores when a ``scorer`` is given (``convex_options``
-    go to :func:`~rag_position.strategies.convex_score`, and its cost is this
-    result's); the passages' own retriever scores when every passage has one;
-    else the given order (first most relevant). ``profile`` (a
-    :class:`PositionProfile` or its JSON file) is interpolated to the number of
-    passages. Ties go to the earlier passage. ``result.scores``: the relevance used
-    (``[]`` for the given order); ``details["relevance"]`` says which.
+    relevant); with a ``scorer``, by ``relevance``: ``"passage_likelihood"``
+    (default: :func:`~rag_position.strategies.passage_likelihood`'s scores, the
+    question's mean log-likelihood after each passage alone, N one-passage prompts)
+    or ``"convex_score"`` (ConvexScore's scores; ``convex_options`` and ``seed`` go
+    to :func:`~rag_position.strategies.convex_score`); the scoring's cost is this
+    result's. Then the passages' own retriever scores when every passage has one;
+    else the given order (first most relevant). Passage likelihood is the default
+    because, measured on the embedded model, it identifies the gold passage 89% of
+    the time at about one full prompt of scoring tokens, where ConvexScore with one
+    base order finds it 25% of the time at N full prompts. ``convex_options`` with
+    another relevance (or without a scorer, or with ``scores``) and an unknown
+    ``relevance`` are a ``ValueError``. ``profile`` (a :class:`PositionProfile` or
+    its JSON file) is interpolated to the number of passages; the whole ranking goes
+    down it. Ties go to the earlier passage. ``result.scores``: the relevance used
+    (``[]`` for the given order); ``details["relevance"]`` says which
+    (``"scores"``, ``"passage_likelihood"``, ``"convex_score"``,
+    ``"passage_scores"`` or ``"order"``).
 
     Example:
         >>> from rag_position.strategies import PositionProfile
@@ -60,10 +78,21 @@ def profile_reorder(
     """
     check_question(question)
     prof = as_profile(profile)
-    if convex_options and (scorer is None or scores is not None):
+    if relevance not in RELEVANCES:
         raise ValueError(
-            f"options {sorted(convex_options)} go to convex_score: pass a `scorer` and no `scores`"
+            f"unknown relevance {relevance!r}; known: {', '.join(map(repr, RELEVANCES))}"
         )
+    if convex_options:
+        wrong = [
+            *(["no `scorer` was given"] if scorer is None else []),
+            *(["`scores` were given (they are the relevance)"] if scores is not None else []),
+            *([f"relevance={relevance!r}"] if relevance != "convex_score" else []),
+        ]
+        if wrong:
+            raise ValueError(
+                f"options {sorted(convex_options)} go to convex_score, used only with a "
+                f"`scorer`, no `scores` and relevance='convex_score'; here {'; '.join(wrong)}"
+            )
     items = check_passages(passages)
     n = len(items)
     if n < 2:
@@ -72,24 +101,27 @@ def profile_reorder(
     if scores is not None:
         if len(scores) != n:
             raise ValueError(f"got {len(scores)} scores for {n} passages")
-        relevance, source = [float(s) for s in scores], "scores"
-        if any(math.isnan(s) for s in relevance):
+        used, source = [float(s) for s in scores], "scores"
+        if any(math.isnan(s) for s in used):
             raise ValueError("`scores` holds NaN; give every passage a number (-inf for last)")
+    elif scorer is not None and relevance == "convex_score":
+        convex = convex_score(question, items, scorer, seed=seed, **convex_options)
+        used, cost, source = convex.scores, convex.cost, "convex_score"
     elif scorer is not None:
-        result = convex_score(question, items, scorer, seed=seed, **convex_options)
-        relevance, cost, source = result.scores, result.cost, "convex_score"
+        alone = passage_likelihood(question, items, scorer)
+        used, cost, source = alone.scores, alone.cost, "passage_likelihood"
     else:
         own = [own_score(x) for x in items]
         if all(s is not None and not math.isnan(s) for s in own):  # NaN: no score
-            relevance, source = [s for s in own if s is not None], "passage_scores"
+            used, source = [s for s in own if s is not None], "passage_scores"
         else:
-            relevance, source = [float(n - i) for i in range(n)], "order"
-    ranked = sorted(range(n), key=lambda i: (-relevance[i], i))
+            used, source = [float(n - i) for i in range(n)], "order"
+    ranked = sorted(range(n), key=lambda i: (-used[i], i))
     order = place(ranked, "profile", "scores", prof)
     return OrderingResult(
         passages=reordered(items, order),
         order=order,
-        scores=[] if source == "order" else relevance,
+        scores=[] if source == "order" else used,
         cost=cost,
         details={"relevance": source},
     )

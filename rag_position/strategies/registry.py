@@ -25,7 +25,9 @@ name                            calls                                           
 ``passage_likelihood``          :func:`passage_likelihood` (``placement="first"``)  scorer
 ``passage_likelihood_profile``  :func:`passage_likelihood` (``"profile"``)          scorer, profile=
 ``profile``                     :func:`profile_reorder` (relevance by ``scores``,   profile=
-                                a ``scorer``, the passages' own, else the order)
+                                a ``scorer``: passage likelihood, or ConvexScore
+                                with ``relevance="convex_score"``; the passages'
+                                own, else the order)
 ``edge``                        :func:`edge_reorder` (``mode="langchain"``)         --
 ``sandwich``                    the given order, query-aware ``prompt``             --
 ``fact``                        :func:`fact` (answers)                              generator
@@ -88,7 +90,8 @@ class StrategySpec:
     passages (``uses``: ones it takes when given, by keyword). ``fixed``: options
     the name sets (``convex_score_profile`` places by the profile); ``requires``:
     options a caller must give; ``passes_to``: the function that takes the row's
-    further options (``profile`` hands them to ConvexScore).
+    further options (``profile`` hands them to ConvexScore, with
+    ``relevance="convex_score"``).
     ``sandwich``: the row answers with the query-aware prompt of its order (it
     takes ``chat=``). ``compared``: ``eval compare`` runs it when no
     ``--strategies`` are named.

@@ -217,10 +217,15 @@ class ProfileReorder(_Scored, ProfileOptions):
     ``profile`` is the model's ``PositionProfile`` (or its JSON file, read at
     construction, or a list of numbers per position), e.g. from
     ``rag_position.strategies.estimate_profile``. Relevance, first available:
-    ``metadata[score_key]`` (every document needs it); ConvexScore when a ``scorer`` is
-    given (``convex_options`` go to ``convex_score``); else the given order (first
-    most relevant). ``metadata[...]["score"]`` is the relevance used (``None`` for the
-    given order), ``["relevance"]`` says which.
+    ``metadata[score_key]`` (every document needs it); with a ``scorer``, by
+    ``relevance``: ``"passage_likelihood"`` (the default: the query's mean
+    log-likelihood after each document alone, N short prompts, about one full prompt of
+    tokens) or ``"convex_score"`` (ConvexScore, N full prompts; ``convex_options`` go to
+    ``convex_score`` and need this relevance); else the given order (first most
+    relevant). Passage likelihood is the default because on the embedded model it
+    identified the gold document 89% of the time, ConvexScore with one base order 25%.
+    ``metadata[...]["score"]`` is the relevance used (``None`` for the given order),
+    ``["relevance"]`` says which.
 
     Example:
         >>> profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
@@ -237,7 +242,7 @@ class ProfileReorder(_Scored, ProfileOptions):
     @model_validator(mode="after")
     def _check_options(self) -> ProfileReorder:
         self.profile = core.to_profile(vars(self)["profile"])
-        core.check_profile_options(self.score_key, self.scorer, self.convex_options)
+        core.check_profile_options(self.score_key, self.scorer, self.convex_options, self.relevance)
         return self
 
     def _order(self, docs: list[Document], query: str) -> core.Reordering:
@@ -250,6 +255,7 @@ class ProfileReorder(_Scored, ProfileOptions):
             scorer=self._scorer,
             convex_options=self.convex_options,
             score_key=self.score_key,
+            relevance=self.relevance,
         )
 
 

@@ -40,7 +40,8 @@ class GoldScorer:
     """A scripted Scorer: the query is most likely when ``gold`` sits at either end.
 
     Prompt scores: 0 with the gold text in the first or last ``Document [i]`` slot,
-    -1 - 0.01 * (slot of the gold text) elsewhere. Counts the prompts it scored.
+    -1 - 0.01 * (slot of the gold text) elsewhere, -2 without the gold text (a prompt of
+    one other document, as passage likelihood scores). Counts the prompts it scored.
     """
 
     def __init__(self, gold: str) -> None:
@@ -52,8 +53,11 @@ class GoldScorer:
         for prompt in prompts:
             self.prompts.append(prompt)
             slots = [line for line in prompt.split("\n") if line.startswith("Document [")]
-            where = next(i for i, line in enumerate(slots) if self.gold in line)
-            value = 0.0 if where in (0, len(slots) - 1) else -1.0 - 0.01 * where
+            where = next((i for i, line in enumerate(slots) if self.gold in line), None)
+            if where is None:
+                value = -2.0
+            else:
+                value = 0.0 if where in (0, len(slots) - 1) else -1.0 - 0.01 * where
             out.append(SpanScore(value, value, 1))
         return out
 

@@ -20,10 +20,11 @@ DOCS = [
 
 
 class GoldAtEdgesScorer:
-    """A scripted Scorer: likelihood 1 when ``gold`` is the first or last passage, else 0.
+    """A scripted Scorer: likelihood 1 when ``gold`` is the first or last passage, else 0;
+    -1 without ``gold`` in the prompt (one other passage alone, as passage likelihood scores).
 
-    ConvexScore must then pick ``gold``; likelihood selection ties, keeping the given
-    order. ``calls`` counts the prompts scored.
+    ConvexScore and passage likelihood must then pick ``gold``; likelihood selection
+    ties, keeping the given order. ``calls`` counts the prompts scored.
     """
 
     def __init__(self, texts: Sequence[str], gold: str) -> None:
@@ -38,6 +39,9 @@ class GoldAtEdgesScorer:
             self.calls += 1
             self.prompts.append(prompt)
             order = sorted((t for t in self.texts if t in prompt), key=prompt.index)
+            if self.gold not in order:
+                out.append(SpanScore(mean=-1.0, sum=-1.0, n_tokens=1))
+                continue
             k = order.index(self.gold)
             v = 1.0 if k in (0, len(order) - 1) else 0.0
             out.append(SpanScore(mean=v, sum=v, n_tokens=1))

@@ -245,9 +245,18 @@ COMPONENTS: dict[str, Component] = {
         score_key=True,
         all_scores=True,
     ),
-    "ProfileReorder_scorer": Component(
+    "ProfileReorder_scorer": Component(  # passage likelihood (the default relevance)
+        lambda s, o: ProfileReorder(profile=o["profile"], scorer=s),
+        "profile",
+        st.fixed_dictionaries({"profile": st.sampled_from(PROFILES)}),
+        scores=True,
+    ),
+    "ProfileReorder_scorer_convex": Component(
         lambda s, o: ProfileReorder(
-            profile=o["profile"], scorer=s, convex_options={"n_rotations": 2, "seed": 5}
+            profile=o["profile"],
+            scorer=s,
+            relevance="convex_score",
+            convex_options={"n_rotations": 2, "seed": 5},
         ),
         "profile",
         st.fixed_dictionaries({"profile": st.sampled_from(PROFILES)}),

@@ -176,8 +176,42 @@ def test_profile_reorder_by_given_order_scores_and_scorer(tmp_path: Path) -> Non
     out = ProfileReorder(profile=str(path), score_key="s").compress_documents(reversed_scores, "q")
     assert [d.metadata[METADATA_KEY]["original_rank"] for d in out] == [1, 0, 2]
     assert [d.metadata[METADATA_KEY]["score"] for d in out] == [1.0, 0.0, 2.0]
-    scored = ProfileReorder(profile=profile, scorer=GoldScorer(GOLD)).compress_documents(docs, "q")
-    assert scored[2].page_content == GOLD  # ConvexScore's gold to the best-read position
+    scorer = GoldScorer(GOLD)
+    scored = ProfileReorder(profile=profile, scorer=scorer).compress_documents(docs, "q")
+    assert scored[2].page_content == GOLD  # the likeliest document alone to the best position
+    assert {d.metadata[METADATA_KEY]["relevance"] for d in scored} == {"passage_likelihood"}
+    assert len(scorer.prompts) == 3  # one prompt per document, each alone
+    assert all(p.count("Document [") == 1 for p in scorer.prompts)
+    convex = ProfileReorder(profile=profile, scorer=GoldScorer(GOLD), relevance="convex_score")
+    by_convex = convex.compress_documents(docs, "q")
+    assert by_convex[2].page_content == GOLD  # ConvexScore's gold to the best-read position
+    assert {d.metadata[METADATA_KEY]["relevance"] for d in by_convex} == {"convex_score"}
+
+
+@pytest.mark.parametrize("relevance", ["passage_likelihood", "convex_score"])
+def test_profile_reorder_relevance_reaches_the_core(
+    relevance: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rag_position.adapters as adapters
+
+    seen: list[dict[str, object]] = []
+    real = adapters.profile_reorder
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(adapters, "profile_reorder", spy)
+    options = {"convex_options": {"seed": 4}} if relevance == "convex_score" else {}
+    reorder = ProfileReorder(
+        profile=[0.1, 0.2, 0.9], scorer=GoldScorer(GOLD), relevance=relevance, **options
+    )
+    assert reorder.relevance == relevance
+    out = reorder.compress_documents(make_docs(3), QUESTION)
+    assert len(seen) == 1 and seen[0]["relevance"] == relevance
+    assert seen[0].get("seed") == options.get("convex_options", {}).get("seed")
+    assert {d.metadata[METADATA_KEY]["relevance"] for d in out} == {relevance}
+    assert out[2].page_content == GOLD
 
 
 def test_profile_reorder_errors(tmp_path: Path) -> None:
@@ -186,6 +220,10 @@ def test_profile_reorder_errors(tmp_path: Path) -> None:
         ProfileReorder(profile=profile, score_key="s", scorer=GoldScorer(GOLD))
     with pytest.raises(ValueError, match="convex_score"):
         ProfileReorder(profile=profile, convex_options={"n_rotations": 2})
+    with pytest.raises(ValueError, match=r"relevance='convex_score' \(got relevance='passage_"):
+        ProfileReorder(profile=profile, scorer=GoldScorer(GOLD), convex_options={"n_rotations": 2})
+    with pytest.raises(ValueError, match="relevance"):
+        ProfileReorder(profile=profile, scorer=GoldScorer(GOLD), relevance="order")
     with pytest.raises(FileNotFoundError):
         ProfileReorder(profile=str(tmp_path / "missing.json"))
     docs = make_docs(3)

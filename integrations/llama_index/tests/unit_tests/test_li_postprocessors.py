@@ -121,20 +121,70 @@ def test_profile_reorder_uses_retriever_scores_then_order() -> None:
     assert by_order[0].node.metadata[METADATA_KEY]["score"] is None
 
 
-def test_profile_reorder_with_a_scorer_ranks_by_convex_score(tmp_path: Any) -> None:
+def test_profile_reorder_with_a_scorer_ranks_by_passage_likelihood(tmp_path: Any) -> None:
     nodes = make_nodes([0.9, 0.8, 0.1, 0.5])
     texts = _texts(nodes)
     path = tmp_path / "profile.json"
     PositionProfile((0.1, 0.2, 0.3, 0.9), model_name="x", source="eval").save(path)
-    out = ProfileReorder(
-        profile=str(path), scorer=GoldAtEdgesScorer(texts, texts[2])
+    scorer = GoldAtEdgesScorer(texts, texts[2])
+    out = ProfileReorder(profile=str(path), scorer=scorer).postprocess_nodes(
+        nodes, query_str=QUESTION
+    )
+    assert _texts(out)[-1] == texts[2]  # the likeliest node alone at the best (last) position
+    assert {o.node.metadata[METADATA_KEY]["relevance"] for o in out} == {"passage_likelihood"}
+    assert scorer.calls == 4 and all(p.count("Document [") == 1 for p in scorer.prompts)
+    convex = ProfileReorder(
+        profile=str(path), scorer=GoldAtEdgesScorer(texts, texts[2]), relevance="convex_score"
     ).postprocess_nodes(nodes, query_str=QUESTION)
-    assert _texts(out)[-1] == texts[2]  # the gold candidate at the best (last) position
-    assert out[-1].node.metadata[METADATA_KEY]["relevance"] == "convex_score"
+    assert _texts(convex)[-1] == texts[2]  # the gold candidate at the best (last) position
+    assert convex[-1].node.metadata[METADATA_KEY]["relevance"] == "convex_score"
     with pytest.raises(ValueError, match="query"):
         ProfileReorder(
             profile=str(path), scorer=GoldAtEdgesScorer(texts, texts[2])
         ).postprocess_nodes(nodes)
+
+
+@pytest.mark.parametrize("relevance", ["passage_likelihood", "convex_score"])
+def test_profile_reorder_relevance_reaches_the_core(
+    relevance: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rag_position.adapters as adapters
+
+    seen: list[dict[str, Any]] = []
+    real = adapters.profile_reorder
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(adapters, "profile_reorder", spy)
+    nodes = make_nodes([0.9, 0.8, 0.1, 0.5])
+    texts = _texts(nodes)
+    options = {"convex_options": {"seed": 4}} if relevance == "convex_score" else {}
+    reorder = ProfileReorder(
+        profile=[0.1, 0.2, 0.3, 0.9],
+        scorer=GoldAtEdgesScorer(texts, texts[2]),
+        relevance=relevance,
+        **options,
+    )
+    assert reorder.relevance == relevance and reorder.to_dict()["relevance"] == relevance
+    out = reorder.postprocess_nodes(nodes, query_str=QUESTION)
+    assert len(seen) == 1 and seen[0]["relevance"] == relevance
+    assert seen[0].get("seed") == options.get("convex_options", {}).get("seed")
+    assert {o.node.metadata[METADATA_KEY]["relevance"] for o in out} == {relevance}
+    assert _texts(out)[-1] == texts[2]
+
+
+def test_profile_reorder_convex_options_need_convex_relevance() -> None:
+    texts = _texts(make_nodes())
+    with pytest.raises(ValueError, match=r"relevance='convex_score' \(got relevance='passage_"):
+        ProfileReorder(
+            profile=[0.1, 0.9],
+            scorer=GoldAtEdgesScorer(texts, texts[2]),
+            convex_options={"n_rotations": 2},
+        )
+    with pytest.raises(ValueError, match="relevance"):
+        ProfileReorder(profile=[0.1, 0.9], relevance="order")
 
 
 def test_edge_reorder_haystack_puts_the_best_first_and_the_second_last() -> None:

@@ -286,10 +286,19 @@ COMPONENTS: dict[str, Component] = {
         score_key=True,
         all_scores=True,
     ),
-    "ProfileReorder_scorer": Component(
+    "ProfileReorder_scorer": Component(  # passage likelihood (the default relevance)
+        lambda s, o: ProfileReorder(
+            profile=o["profile"], scorer=s, metadata_key=o["key"], replace_score=o["replace"]
+        ),
+        "profile",
+        st.fixed_dictionaries({"profile": st.sampled_from(PROFILES), **keyed}),
+        scores=True,
+    ),
+    "ProfileReorder_scorer_convex": Component(
         lambda s, o: ProfileReorder(
             profile=o["profile"],
             scorer=s,
+            relevance="convex_score",
             convex_options={"n_rotations": 2, "seed": 5},
             metadata_key=o["key"],
             replace_score=o["replace"],

@@ -255,9 +255,14 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
 
     Each model has its own position curve (the embedded SmolLM2 reads the LAST slot
     best), saved as a :class:`~rag_position.strategies.PositionProfile`. Relevance,
-    first available: ``metadata[score_key]``; ConvexScore when a ``scorer`` is given
-    (``convex_options`` go to ``convex_score``); the retriever's scores when every
-    node has one; else the retriever's order. No scorer: no model calls.
+    first available: ``metadata[score_key]``; with a ``scorer``, by ``relevance``:
+    ``"passage_likelihood"`` (the default: the question's mean log-likelihood after
+    each node alone, N short prompts, about one full prompt of tokens) or
+    ``"convex_score"`` (ConvexScore, N full prompts; ``convex_options`` go to
+    ``convex_score`` and need this relevance); the retriever's scores when every node
+    has one; else the retriever's order. No scorer: no model calls. Passage likelihood
+    is the default because on the embedded model it identified the gold node 89% of
+    the time, ConvexScore with one base order 25%.
 
     Example:
         >>> reorder = ProfileReorder(profile=[0.17, 0.12, 0.40])     # or a profile JSON file
@@ -280,7 +285,7 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
     def _setup(self) -> None:
         """Load the profile and check the scorer now."""
         self._profile = to_profile(self.profile)
-        core.check_profile_options(self.score_key, self.scorer, self.convex_options)
+        core.check_profile_options(self.score_key, self.scorer, self.convex_options, self.relevance)
         if self.scorer is not None:
             super()._setup()
         elif self.scorer_kwargs:
@@ -305,6 +310,7 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
             scorer=self._scorer,
             convex_options=self.convex_options,
             score_key=key,
+            relevance=self.relevance,
         )
 
 
