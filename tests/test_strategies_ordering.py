@@ -578,18 +578,13 @@ def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
         profile_reorder(QUESTION, docs, profile=last_best, n_rotations=2)
 
 
-class AloneScorer:
+class AloneScorer(PositionScorer):
     """Question likelihood = the sum of ``values[text]`` over the texts in the prompt
-    (one passage alone: its own value); keeps ``usage``, records its batches."""
+    (one passage alone: its own value); ``usage`` and ``batches`` as PositionScorer's."""
 
     def __init__(self, values: dict[str, float]) -> None:
+        super().__init__()
         self.values = values
-        self.batches: list[list[str]] = []
-        self._usage = Cost()
-
-    @property
-    def usage(self) -> Cost:
-        return self._usage
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
         self.batches.append(list(prompts))
