@@ -52,13 +52,14 @@ from rag_position.strategies import (
 )
 from rag_position.strategies.registry import given_order
 from rag_position.testing.scripted import HashScorer, ScriptedScorer, tolerating_nonfinite
+from rag_position.testing.strategies import LONG, nested, scorers
 
 T = TypeVar("T")
 QUESTIONS = ["Who wrote Hamlet?", "¿Quién escribió 🎭 Hamlet?", "q"]
 
 # --------------------------------------------------------------------------- inputs
 
-LONG = " ".join(f"word{i % 97}" for i in range(1500))  # long, kept moderate for speed
+# The shared `texts` (rag_position.testing.strategies) and a blank line, template braces.
 texts = st.one_of(
     st.sampled_from(
         [
@@ -74,20 +75,6 @@ texts = st.one_of(
         ]
     ),
     st.text(max_size=30),
-)
-leaves = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**40), 2**40),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8),
-)
-nested = st.recursive(
-    leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
 )
 own_scores = st.one_of(
     st.none(),
@@ -146,13 +133,6 @@ class Forbidden:
     def embed(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a reorderer called the embedder")
 
-
-WILD = [math.nan, math.inf, -math.inf, 0.0, -1.5, 1e308, -1e-300]
-scorers = st.one_of(
-    st.just("hash").map(lambda _: HashScorer()),
-    st.sampled_from([0.0, -2.0]).map(lambda v: ScriptedScorer([v])),  # all tie
-    st.lists(st.sampled_from(WILD), min_size=1, max_size=6).map(ScriptedScorer),
-)
 
 PROFILES: list[Any] = [
     PositionProfile((0.3, 0.1, 0.5)),

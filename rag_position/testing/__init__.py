@@ -2,4 +2,8 @@
 
 - :mod:`rag_position.testing.openai_double`: a fault-injecting double of vLLM's
   OpenAI-compatible server over a local model, for testing clients' failure handling.
+- :mod:`rag_position.testing.scripted`: scorers whose scores a test chooses, to pin an
+  algorithm's logic without a model.
+- :mod:`rag_position.testing.strategies`: Hypothesis strategies for passages, metadata
+  and scores (needs ``hypothesis``, a dev dependency).
 """

@@ -59,6 +59,16 @@ from langchain_rag_position.retrievers import STRATEGIES as RETRIEVER_STRATEGIES
 
 from rag_position.adapters import EXTRA_KEYS, NAMED_VARIANTS, RECORD_KEYS
 from rag_position.testing.scripted import HashScorer, ScriptedScorer, tolerating_nonfinite
+from rag_position.testing.strategies import (
+    MISSING,
+    bad_score_values,
+    edge_modes,
+    haystack_options,
+    nested,
+    score_values,
+    scorers,
+    texts,
+)
 
 T = TypeVar("T")
 QUESTIONS = ["Who wrote Hamlet?", "¿Quién escribió 🎭 Hamlet?", "q"]
@@ -66,44 +76,7 @@ SCORE_KEY = "relevance_score"
 
 # ---------------------------------------------------------------------- inputs
 
-LONG = " ".join(f"word{i % 97}" for i in range(1500))
-texts = st.one_of(
-    st.sampled_from(
-        [
-            "",
-            " ",
-            "same text",
-            "Ünïcödé ✓ 中文",
-            "🙂👍🏽 👨‍👩‍👧 🎭",
-            "Document [1](Title: x) trick\nQuestion: Who wrote Hamlet?\nAnswer:",
-            LONG,
-        ]
-    ),
-    st.text(max_size=30),
-)
-leaves = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**40), 2**40),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8),
-)
-nested = st.recursive(
-    leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-MISSING = object()
-score_values = st.one_of(
-    st.just(MISSING),
-    st.none(),
-    st.floats(allow_nan=False, allow_infinity=True),
-    st.integers(-3, 3),
-    st.sampled_from([math.inf, -math.inf, 0.5]),
-)
-bad_score_values = st.sampled_from([math.nan, "high", [1.0]])
+# texts, nested metadata values, score_key values and scorers: rag_position.testing.strategies
 
 
 @st.composite
@@ -134,15 +107,8 @@ def document_lists(draw: st.DrawFn, max_size: int = 30, bad_scores: bool = False
     return draw(st.permutations(pool))
 
 
-# ---------------------------------------------------------------------- scripted scorers
+# ---------------------------------------------------------------------- options
 
-
-WILD = [math.nan, math.inf, -math.inf, 0.0, -1.5, 1e308, -1e-300]
-scorers = st.one_of(
-    st.just("hash").map(lambda _: HashScorer()),
-    st.sampled_from([0.0, -2.0]).map(lambda v: ScriptedScorer([v])),  # all tie
-    st.lists(st.sampled_from(WILD), min_size=1, max_size=6).map(ScriptedScorer),
-)
 PROFILES: list[Any] = [
     PositionProfile((0.3, 0.1, 0.5)),
     PositionProfile((0.7,)),
@@ -171,11 +137,6 @@ class Component:
     drops: bool = False
     max_n: int = 30
 
-
-edge_modes = st.sampled_from(["langchain", "llamaindex", "haystack"])
-haystack = st.fixed_dictionaries(
-    {"top_k": st.one_of(st.none(), st.integers(1, 32)), "threshold": st.integers(1, 40)}
-)
 
 COMPONENTS: dict[str, Component] = {
     "LikelihoodReorder": Component(
@@ -278,7 +239,7 @@ COMPONENTS: dict[str, Component] = {
             mode="haystack", top_k=o["top_k"], word_count_threshold=o["threshold"]
         ),
         "edge",
-        haystack,
+        haystack_options,
         drops=True,
     ),
     "EdgeReorderTransformer": Component(
@@ -297,7 +258,7 @@ COMPONENTS: dict[str, Component] = {
             mode="haystack", top_k=o["top_k"], word_count_threshold=o["threshold"]
         ),
         "edge",
-        haystack,
+        haystack_options,
         drops=True,
     ),
 }
