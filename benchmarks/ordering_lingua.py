@@ -1,6 +1,8 @@
 """LongLLMLingua's coarse ranking, by name from the ``llmlingua`` package, on the tables' questions.
 
-    pip install --no-deps llmlingua==0.2.2 && pip install nltk
+``llmlingua`` 0.2.2 comes with the ``[baselines]`` extra (in ``[all]``, which
+``scripts/setup.sh`` installs).
+
     python benchmarks/ordering_lingua.py --model-dir ~/.cache/rag-position/models/<exported> \
         --tables results/ordering-tables/tables-r1-shard*.jsonl \
         --out results/ordering-tables/lingua.jsonl
