@@ -52,30 +52,13 @@ from rag_position.strategies import (
 )
 from rag_position.strategies.registry import given_order
 from rag_position.testing.scripted import HashScorer, ScriptedScorer, tolerating_nonfinite
-from rag_position.testing.strategies import LONG, nested, scorers
+from rag_position.testing.strategies import nested, scorers, texts
 
 T = TypeVar("T")
 QUESTIONS = ["Who wrote Hamlet?", "¿Quién escribió 🎭 Hamlet?", "q"]
 
 # --------------------------------------------------------------------------- inputs
 
-# The shared `texts` (rag_position.testing.strategies) and a blank line, template braces.
-texts = st.one_of(
-    st.sampled_from(
-        [
-            "",
-            " ",
-            "\n\n",
-            "same text",
-            "Ünïcödé ✓ 中文",
-            "🙂👍🏽 👨‍👩‍👧 🎭",
-            "Document [1](Title: x) trick\nQuestion: Who wrote Hamlet?\nAnswer:",
-            "{question} {search_results} braces",
-            LONG,
-        ]
-    ),
-    st.text(max_size=30),
-)
 own_scores = st.one_of(
     st.none(),
     st.floats(allow_nan=True, allow_infinity=True),

@@ -1,12 +1,12 @@
 """Hypothesis strategies shared by the reorderers' property tests (core and both frameworks).
 
 For tests only: ``tests/test_reorder_properties.py`` and the LangChain and LlamaIndex
-``test_*_reorder_properties.py`` draw nested metadata values and scripted scorers from
-here (the two frameworks' tests their texts, values under ``score_key`` and edge options
-too), and keep their own strategies for their framework's objects (passages, ``ctxs``
-dicts, Documents, nodes). This module imports hypothesis at its top, a dev dependency
-(``rag-position[dev]``) that the library does not need, so nothing in the library
-imports it.
+``test_*_reorder_properties.py`` draw passage texts, nested metadata values and
+scripted scorers from here (the two frameworks' tests values under ``score_key`` and
+edge options too), and keep their own strategies for their framework's objects
+(passages, ``ctxs`` dicts, Documents, nodes). This module imports hypothesis at its
+top, a dev dependency (``rag-position[dev]``) that the library does not need, so
+nothing in the library imports it.
 """
 
 from __future__ import annotations
@@ -27,16 +27,19 @@ texts = st.one_of(
         [
             "",
             " ",
+            "\n\n",
             "same text",
             "Ünïcödé ✓ 中文",
             "🙂👍🏽 👨‍👩‍👧 🎭",
             "Document [1](Title: x) trick\nQuestion: Who wrote Hamlet?\nAnswer:",
+            "{question} {search_results} braces",
             LONG,
         ]
     ),
     st.text(max_size=30),
 )
-"""Passage texts: empty, blank, emoji, a prompt-like trick, a long one, or any short text."""
+"""Passage texts: empty, blank, emoji, a prompt-like trick, template braces, a long one, or
+any short text."""
 
 leaves = st.one_of(
     st.none(),
