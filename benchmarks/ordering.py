@@ -62,7 +62,7 @@ from rag_position.data import QAInstance, place_gold
 from rag_position.eval.datasets import load_multidoc
 from rag_position.models import load_model
 from rag_position.strategies import convex_score, question_likelihood
-from rag_position.strategies.convex import (
+from rag_position.strategies._convex_score import (
     authors_scores,
     convex_design,
     convex_scores,

@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag_position.strategies.convex import convex_scores, likelihood_table
+from rag_position.strategies._convex_score import convex_scores, likelihood_table
 
 Row = dict[str, Any]
 

@@ -1,17 +1,21 @@
 """rag-position: make retrieval-augmented generation read its context better.
 
-The public API is what this module exports (``rag_position.__all__``), the eval
-suite's ``run_*`` functions (:mod:`rag_position.eval`), the data loaders
-(:mod:`rag_position.data`) and the two framework packages. Everything else may
-change without notice.
+The public API is what this module exports (``rag_position.__all__``: the models, the
+strategy table, the result types and the errors), the strategies
+(:mod:`rag_position.strategies`), the eval suite's ``run_*`` functions
+(:mod:`rag_position.eval`), the data loaders (:mod:`rag_position.data`), the test kits
+(:mod:`rag_position.testing`) and the two framework packages. Everything else may change
+without notice.
 
 Example::
 
-    from rag_position import convex_score, load_model
+    from rag_position import STRATEGIES, load_model
+    from rag_position.strategies import passage_likelihood
 
     model = load_model("embedded")              # or "openai:http://host:8000/v1/NAME"
-    result = convex_score("Who wrote Hamlet?", passages, model)
+    result = passage_likelihood("Who wrote Hamlet?", passages, model)
     result.passages, result.cost                # your passages in the new order; what it cost
+    STRATEGIES["passage_likelihood"]("Who wrote Hamlet?", passages, scorer=model)  # by name
 
 Importing this package loads no torch: local models need the ``[local]`` extra,
 which :func:`load_model` and :func:`load_embedder` import when first called.
@@ -38,19 +42,8 @@ from rag_position.strategies import (
     PositionProfile,
     StrategyError,
     StrategySpec,
-    convex_score,
-    edge_reorder,
     estimate_profile,
-    fact,
     get_strategy,
-    likelihood_selection,
-    medoid_vote,
-    passage_likelihood,
-    profile_reorder,
-    question_likelihood,
-    recite_then_solve,
-    sandwich,
-    sandwich_prompt,
 )
 
 __version__ = "0.1.0"
@@ -75,19 +68,8 @@ __all__ = [
     "StrategyError",
     "StrategySpec",
     "__version__",
-    "convex_score",
-    "edge_reorder",
     "estimate_profile",
-    "fact",
     "get_strategy",
-    "likelihood_selection",
     "load_embedder",
     "load_model",
-    "medoid_vote",
-    "passage_likelihood",
-    "profile_reorder",
-    "question_likelihood",
-    "recite_then_solve",
-    "sandwich",
-    "sandwich_prompt",
 ]

@@ -109,7 +109,7 @@ def spent_by(model: object) -> Iterator[Spend]:
     nothing in the block reports a call, a ``model`` of the caller's own that keeps a
     ``usage`` total is measured by the change of that total (which counts other
     threads' calls too). ``spend.cost`` stays ``None`` for a model that keeps no
-    ``usage``: the caller counts what it can (prompts sent, wall time).
+    ``usage``: the caller counts what it can (:func:`spent_or_sent`).
 
     Example:
         >>> class Counting:
@@ -134,6 +134,22 @@ def spent_by(model: object) -> Iterator[Spend]:
                 spend.cost, spend.reported = tally.total, True
             elif isinstance(before, Cost) and isinstance(after, Cost):
                 spend.cost = after - before
+
+
+def spent_or_sent(spent: Cost | None, prompts: int, seconds: float) -> Cost:
+    """What some model calls cost: ``spent`` when it is known (a meter counted the calls,
+    :func:`spent_by`), else what any caller can count: the ``prompts`` sent and the
+    wall-clock ``seconds`` they took.
+
+    Example:
+        >>> spent_or_sent(None, 2, 0.5)
+        Cost(lm_calls=2, prompt_tokens=0, generated_tokens=0, seconds=0.5)
+        >>> spent_or_sent(Cost(lm_calls=1, prompt_tokens=9), 2, 0.5).prompt_tokens
+        9
+    """
+    if spent is not None:
+        return spent
+    return Cost(lm_calls=prompts, seconds=seconds)
 
 
 def record(cost: Cost) -> None:

@@ -49,10 +49,11 @@ from types import TracebackType
 from typing import IO
 
 from rag_position.errors import BackendUnavailableError, ModelSpecError, RagPositionError
+from rag_position.models.embedded import EMBEDDED_SERVED_NAME
+from rag_position.models.loading import find_backend, openai_spec, parse_spec
 
 logger = logging.getLogger(__name__)
 
-EMBEDDED_SERVED_NAME = "smollm2-135m-instruct"
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"
 PLUGIN_DIR = Path(__file__).resolve().parent / "vllm_plugin"
 FORCE_PROCESSOR = "rag_position_vllm:ForceTokens"
@@ -141,31 +142,27 @@ def model_folder(spec: str) -> tuple[Path, str]:
     (``hf:<file>.gguf`` is exported). A hub name is refused: rag-position downloads
     nothing; download it first, then pass its folder.
     """
-    from rag_position.models.embedded import embedded_gguf_path
-
-    if spec == "embedded":
-        return export_gguf(embedded_gguf_path()), EMBEDDED_SERVED_NAME
-    if spec.startswith("hf:") and len(spec) > 3:
-        path = Path(spec[3:]).expanduser()
-        if path.suffix == ".gguf":
-            return export_gguf(path), path.stem.lower()
-        if not path.is_dir():
-            raise ModelSpecError(
-                f"{spec!r}: {path} is not a folder; `rag-position serve` serves a local "
-                "transformers folder (hf:<folder>), a GGUF file (hf:<file>.gguf) or 'embedded'"
-            )
-        if not (path / "config.json").is_file():
-            raise ModelSpecError(
-                f"{spec!r}: {path} holds no config.json (not a transformers model)"
-            )
-        return path.resolve(), path.resolve().name
-    if spec.startswith("openai:"):
+    backend = find_backend(spec)
+    if backend is not None and not backend.local:
         raise ModelSpecError(
             f"{spec!r} is already a server; pass it to --model of the eval instead"
         )
-    raise ModelSpecError(
-        f"cannot serve {spec!r}: give 'embedded', 'hf:<folder>' or 'hf:<file>.gguf'"
-    )
+    parsed = parse_spec(spec)
+    if parsed is None or parsed.backend.weights is None:
+        raise ModelSpecError(
+            f"cannot serve {spec!r}: give 'embedded', 'hf:<folder>' or 'hf:<file>.gguf'"
+        )
+    path, name = parsed.backend.weights(parsed.target)
+    if path.suffix == ".gguf":
+        return export_gguf(path), name or path.stem.lower()
+    if not path.is_dir():
+        raise ModelSpecError(
+            f"{spec!r}: {path} is not a folder; `rag-position serve` serves a local "
+            "transformers folder (hf:<folder>), a GGUF file (hf:<file>.gguf) or 'embedded'"
+        )
+    if not (path / "config.json").is_file():
+        raise ModelSpecError(f"{spec!r}: {path} holds no config.json (not a transformers model)")
+    return path.resolve(), name or path.resolve().name
 
 
 # ---------------------------------------------------------------------- the vLLM interpreter
@@ -334,7 +331,7 @@ class VLLMServer:
     @property
     def spec(self) -> str:
         """The ``load_model`` / ``--model`` spec naming this server and its model."""
-        return f"openai:{self.base_url}/{self.served_model_name}"
+        return openai_spec(f"{self.base_url}/{self.served_model_name}")
 
     def command(self) -> list[str]:
         """The command line that starts the server (resolves the model folder and port)."""

@@ -17,5 +17,5 @@ run open-domain --ks 5,10
 run swim --budget 1000 --depths 0,100 --sizes 50
 run multifact --tokens 1000 --keys 2 --iterations 2
 run length --filler-tokens 400 --summed 1
-run voting --docs 10 --ks 3
+run voting --docs 10 --votes 3
 run quick

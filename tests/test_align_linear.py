@@ -42,7 +42,7 @@ from rag_position.strategies._align import (
     remove_facts,
     sentence_spans,
 )
-from rag_position.strategies.fact import embedding_retrieve, fact, needle_retrieve
+from rag_position.strategies._fact import embedding_retrieve, fact, needle_retrieve
 
 # --- the old patterns and the functions that used them (the reference) ---------------
 

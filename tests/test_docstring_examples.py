@@ -17,11 +17,11 @@ import pytest
 MODULES = [
     "rag_position.strategies._align",
     "rag_position.strategies._base",
-    "rag_position.strategies.convex",
-    "rag_position.strategies.edges",
-    "rag_position.strategies.placement",
+    "rag_position.strategies._convex_score",
+    "rag_position.strategies._edge_reorder",
+    "rag_position.strategies._profile_reorder",
     "rag_position.strategies.registry",
-    "rag_position.strategies.sandwich",
+    "rag_position.strategies._sandwich",
     "rag_position.models.protocols",
     "rag_position.cost",
     "rag_position.models.transformers_backend",
@@ -38,7 +38,7 @@ MODULES = [
 ]
 
 ILLUSTRATIVE = {
-    "rag_position.strategies.convex.convex_score": "scores with a model",
+    "rag_position.strategies._convex_score.convex_score": "scores with a model",
     "rag_position.data.builder.InstanceBuilder": "reads the data files, loads an embedder",
     "rag_position.models.transformers_backend.TransformersModel": "loads the embedded model",
 }
@@ -46,7 +46,7 @@ ILLUSTRATIVE = {
 
 
 def _doctests(module_name: str) -> list[doctest.DocTest]:
-    # importlib, not attribute access: `rag_position.strategies.sandwich` is also a function
+    # importlib, not attribute access: `rag_position.strategies._sandwich` is also a function
     module = importlib.import_module(module_name)
     found = doctest.DocTestFinder().find(module)
     return sorted((t for t in found if t.examples), key=lambda t: t.name)

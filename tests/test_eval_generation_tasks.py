@@ -206,7 +206,7 @@ def test_voting_permutations_rescue_the_worst_position(tmp_path: Path) -> None:
     data = write_gold_at_file(tmp_path / "gold_at_3.jsonl", n=8)
     model = Scripted()  # right only with the gold passage first or last, else "I do not know"
     result = run_voting(
-        model, ks=[5], worst_position=4, data=data, embedder=HashEmbedder(), out=tmp_path / "v"
+        model, votes=[5], worst_position=4, data=data, embedder=HashEmbedder(), out=tmp_path / "v"
     )
     acc = {r["strategy"]: r for r in result.rows}
     assert set(acc) == {"single", "medoid_k5", "resample_k5_t0.7"}
@@ -214,8 +214,8 @@ def test_voting_permutations_rescue_the_worst_position(tmp_path: Path) -> None:
     assert acc["resample_k5_t0.7"]["accuracy"] == 0.0  # resampling never moves the gold
     assert acc["medoid_k5"]["accuracy"] > 0.0  # a permutation with the gold at an end wins
     assert acc["medoid_k5"]["lm_calls"] == acc["resample_k5_t0.7"]["lm_calls"] == 5.0
-    with pytest.raises(EvalConfigError, match="k >= 2"):
-        run_voting(model, ks=[1], worst_position=4, data=data, embedder=HashEmbedder())
+    with pytest.raises(EvalConfigError, match="at least 2 answers"):
+        run_voting(model, votes=[1], worst_position=4, data=data, embedder=HashEmbedder())
     with pytest.raises(EvalConfigError, match="temperatures"):
         run_voting(model, control_temperatures=[0.0], data=data, embedder=HashEmbedder())
 

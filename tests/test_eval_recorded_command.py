@@ -138,7 +138,7 @@ def cases(data: Path) -> dict[str, Case]:
             QAModel,
             {
                 **qa,
-                "ks": [3],
+                "votes": [3],
                 "control_temperatures": [0.5],
                 "worst_position": 4,
                 "embedder": HashEmbedder(),

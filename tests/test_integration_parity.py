@@ -22,11 +22,11 @@ li = pytest.importorskip("llama_index.postprocessor.rag_position")
 
 from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
 from langchain_core.runnables import RunnableSerializable  # noqa: E402
-from langchain_rag_position.retrievers import STRATEGIES as LC_STRATEGIES  # noqa: E402
+from langchain_rag_position.retrievers import COMPONENTS as LC_STRATEGIES  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.query_engine import CustomQueryEngine  # noqa: E402
 from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
-from llama_index.postprocessor.rag_position import STRATEGY_CLASSES as LI_STRATEGIES  # noqa: E402
+from llama_index.postprocessor.rag_position import COMPONENTS as LI_STRATEGIES  # noqa: E402
 
 import rag_position.strategies as core  # noqa: E402
 from rag_position.strategies import PositionProfile  # noqa: E402
@@ -137,10 +137,10 @@ def test_profile_relevance_is_the_core_default_everywhere() -> None:
     assert li.ProfileReorder.model_fields["relevance"].default == relevance
 
 
-def test_medoid_k_is_the_core_default_everywhere() -> None:
-    k = inspect.signature(core.medoid_vote).parameters["k"].default
-    assert lc.MedoidVoting.model_fields["k"].default == k
-    assert li.MedoidVotingQueryEngine.model_fields["k"].default == k
+def test_medoid_n_orders_is_the_core_default_everywhere() -> None:
+    n_orders = inspect.signature(core.medoid_vote).parameters["n_orders"].default
+    assert lc.MedoidVoting.model_fields["n_orders"].default == n_orders
+    assert li.MedoidVotingQueryEngine.model_fields["n_orders"].default == n_orders
 
 
 def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
@@ -158,10 +158,11 @@ def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
 def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
     """One table: every strategy name the integrations know is a row of rag_position.STRATEGIES."""
     from rag_position import STRATEGIES
-    from rag_position.adapters import NAMED_VARIANTS, REORDER_STRATEGIES
+    from rag_position._integration import component_rows
 
-    assert set(REORDER_STRATEGIES) == REORDER_NAMES
-    assert dict(NAMED_VARIANTS) == VARIANTS
+    rows = component_rows()
+    assert set(rows) == REORDER_NAMES
+    assert {name: row.name for name, row in rows.items() if row.name != name} == VARIANTS
     for name in REORDER_NAMES:
         assert name in STRATEGIES and not STRATEGIES[name].answers, name
 

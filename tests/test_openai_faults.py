@@ -161,7 +161,7 @@ def test_a_lone_surrogate_is_named(server: ModelServer) -> None:
 
 def test_a_nan_score_never_wins_an_ordering() -> None:
     """A scorer (any backend, or the user's own) that returns NaN stops the strategy."""
-    from rag_position import likelihood_selection
+    from rag_position.strategies import likelihood_selection
 
     class NaNScorer:
         def score_spans(self, prompts: object, spans: list[object]) -> list[SpanScore]:

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from rag_position import STRATEGIES, PositionProfile, passage_likelihood, question_likelihood
+from rag_position import STRATEGIES, PositionProfile
 from rag_position.models.protocols import Span, SpanScore
 from rag_position.prompts import render_qa
+from rag_position.strategies import passage_likelihood, question_likelihood
 
 QUESTION = "who wrote the opera carmen?"
 PASSAGES = [

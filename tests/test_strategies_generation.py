@@ -20,9 +20,9 @@ from rag_position.strategies._align import (
     remove_facts,
     sentence_spans,
 )
-from rag_position.strategies.fact import embedding_retrieve, fact, needle_retrieve
-from rag_position.strategies.medoid import is_absent, medoid_vote
-from rag_position.strategies.recite import parse_blocks, recite_then_solve
+from rag_position.strategies._fact import embedding_retrieve, fact, needle_retrieve
+from rag_position.strategies._medoid_vote import is_absent, medoid_vote
+from rag_position.strategies._recite_then_solve import parse_blocks, recite_then_solve
 
 QUESTION = "Which cities are capitals?"
 DOCS = [
@@ -318,7 +318,9 @@ VOCAB = ["paris", "berlin", "rome", "capital", "france", "city"]
 def test_medoid_picks_the_central_answer_in_one_batch() -> None:
     answers = ["Rome", "Paris capital", "Paris", "Paris capital city", "Berlin"]
     gen = Scripted(answers)
-    result = medoid_vote(QUESTION, DOCS, gen, WordEmbedder(VOCAB), k=5, seed=3, temperature=0.7)
+    result = medoid_vote(
+        QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=5, seed=3, temperature=0.7
+    )
     assert result.answer == "Paris capital"
     assert len(gen.kwargs) == 1 and gen.kwargs[0]["temperature"] == 0.7
     assert result.orders[0] == [0, 1, 2] and len({tuple(o) for o in result.orders}) == 5
@@ -326,45 +328,45 @@ def test_medoid_picks_the_central_answer_in_one_batch() -> None:
     sims = result.similarities
     assert all(s is not None for s in sims) and max(sims) == sims[1]  # type: ignore[type-var]
     assert result.cost.lm_calls == 5
-    again = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), k=5, seed=3)
+    again = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), n_orders=5, seed=3)
     assert again.orders == result.orders
 
 
 def test_medoid_absence_filtering() -> None:
     answers = ["No information found in context.", "The context does not mention it.", "Rome"]
-    result = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), k=3)
+    result = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), n_orders=3)
     assert result.answer == "Rome" and result.trace.absent == [0, 1]
     assert result.similarities == [None, None, 0.0]
     all_absent = ["I don't know.", "Not mentioned.", "I don\u2019t know."]
-    result = medoid_vote(QUESTION, DOCS, Scripted(all_absent), WordEmbedder(VOCAB), k=3)
+    result = medoid_vote(QUESTION, DOCS, Scripted(all_absent), WordEmbedder(VOCAB), n_orders=3)
     assert result.trace.voters == [0, 1, 2] and result.answer == "I don't know."
     custom = medoid_vote(
         QUESTION,
         DOCS,
         Scripted(["nope", "Rome"]),
         WordEmbedder(VOCAB),
-        k=2,
+        n_orders=2,
         absence_phrases=["nope"],
     )
     assert custom.answer == "Rome"
     assert is_absent("The CONTEXT does not contain that") and not is_absent("Paris")
 
 
-def test_medoid_ties_go_to_the_lowest_index_and_k_beyond_n_factorial() -> None:
+def test_medoid_ties_go_to_the_lowest_index_and_n_orders_beyond_n_factorial() -> None:
     two = DOCS[:2]
     result = medoid_vote(
-        QUESTION, two, Scripted(["Paris", "Berlin", "Rome"]), WordEmbedder(VOCAB), k=3
+        QUESTION, two, Scripted(["Paris", "Berlin", "Rome"]), WordEmbedder(VOCAB), n_orders=3
     )
     assert result.answer == "Paris" and result.trace.chosen == 0
     assert result.orders == [[0, 1], [1, 0], [0, 1]]
-    single = medoid_vote(QUESTION, two, Scripted(["Berlin"]), WordEmbedder(VOCAB), k=1)
+    single = medoid_vote(QUESTION, two, Scripted(["Berlin"]), WordEmbedder(VOCAB), n_orders=1)
     assert single.answer == "Berlin" and single.orders == [[0, 1]]
 
 
 def test_medoid_resampling_control_keeps_the_order_and_reseeds_each_sample() -> None:
     gen = Scripted(["Paris", "Paris capital", "Rome"])
     result = medoid_vote(
-        QUESTION, DOCS, gen, WordEmbedder(VOCAB), k=3, seed=5, temperature=0.7, permute=False
+        QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=3, seed=5, temperature=0.7, permute=False
     )
     assert result.orders == [[0, 1, 2]] * 3
     assert gen.prompts == [render_qa(QUESTION, DOCS)] * 3
@@ -372,7 +374,7 @@ def test_medoid_resampling_control_keeps_the_order_and_reseeds_each_sample() -> 
     assert all(kw["temperature"] == 0.7 for kw in gen.kwargs)
     assert result.answer in ("Paris", "Paris capital") and result.cost.lm_calls == 3
     with pytest.raises(ValueError, match="temperature > 0"):
-        medoid_vote(QUESTION, DOCS, gen, WordEmbedder(VOCAB), k=3, permute=False)
+        medoid_vote(QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=3, permute=False)
 
 
 def test_registry_generation_entries_answer_by_themselves() -> None:
@@ -383,7 +385,7 @@ def test_registry_generation_entries_answer_by_themselves() -> None:
     med = STRATEGIES["medoid"](
         QUESTION, DOCS, generator=Scripted(lambda p: "Paris"), embedder=WordEmbedder(VOCAB), seed=1
     )
-    assert med.answer == "Paris" and len(med.orders) == 3  # k=3 unless told
+    assert med.answer == "Paris" and len(med.orders) == 3  # n_orders=3 unless told
     fct = STRATEGIES["fact"](QUESTION, DOCS, generator=Scripted(_fact_script), max_iterations=2)
     assert fct.facts and fct.answer
     for name in ("fact", "recite", "medoid"):
@@ -413,7 +415,7 @@ def test_bad_input() -> None:
         lambda: recite_then_solve(QUESTION, [], gen),
         lambda: recite_then_solve(QUESTION, DOCS, gen, fallback="maybe"),  # type: ignore[arg-type]
         lambda: medoid_vote(QUESTION, [], gen, emb),
-        lambda: medoid_vote(QUESTION, DOCS, gen, emb, k=0),
+        lambda: medoid_vote(QUESTION, DOCS, gen, emb, n_orders=0),
     ):
         with pytest.raises(ValueError):
             call()
@@ -441,7 +443,7 @@ def test_a_failing_generator_surfaces_the_partial_trace() -> None:
     assert info.value.trace.blocks[0].status == "kept" and info.value.trace.outcome == "unfinished"
 
     with pytest.raises(StrategyError) as info:
-        medoid_vote(QUESTION, DOCS, Scripted(["a"] * 3, fail_at=0), WordEmbedder(VOCAB), k=3)
+        medoid_vote(QUESTION, DOCS, Scripted(["a"] * 3, fail_at=0), WordEmbedder(VOCAB), n_orders=3)
     assert len(info.value.trace.prompts) == 3 and info.value.trace.chosen == -1
 
 

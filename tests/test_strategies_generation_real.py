@@ -13,9 +13,9 @@ import pytest
 
 from rag_position.passages import Passage
 from rag_position.prompts import format_documents
-from rag_position.strategies.fact import embedding_retrieve, fact
-from rag_position.strategies.medoid import medoid_vote
-from rag_position.strategies.recite import recite_then_solve
+from rag_position.strategies._fact import embedding_retrieve, fact
+from rag_position.strategies._medoid_vote import medoid_vote
+from rag_position.strategies._recite_then_solve import recite_then_solve
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_recite_end_to_end(embedded_fp32: Any) -> None:
 
 
 def test_medoid_end_to_end(embedded_fp32: Any, embedder: Any) -> None:
-    result = medoid_vote(QUESTION, DOCS, embedded_fp32, embedder, k=3, max_new_tokens=4)
+    result = medoid_vote(QUESTION, DOCS, embedded_fp32, embedder, n_orders=3, max_new_tokens=4)
     assert isinstance(result.answer, str) and result.answer in result.answers
     assert len(result.answers) == len(result.orders) == len(result.similarities) == 3
     assert result.orders[0] == [0, 1, 2]

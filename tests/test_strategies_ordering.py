@@ -44,13 +44,13 @@ from rag_position.strategies import (
     sandwich,
     sandwich_prompt,
 )
-from rag_position.strategies.convex import (
+from rag_position.strategies._convex_score import (
     authors_scores,
     convex_design,
     convex_scores,
     likelihood_table,
 )
-from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE
+from rag_position.strategies._sandwich import CHAT_SANDWICH_TEMPLATE
 
 QUESTION = "who wrote the play?"
 GOLD = "GOLD passage"
@@ -696,7 +696,7 @@ def test_profile_reorder_bad_relevance_combinations(kwargs: dict[str, Any], mess
 def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
     from pydantic import ValidationError
 
-    from rag_position import adapters
+    from rag_position import _integration as adapters
 
     default = inspect.signature(profile_reorder).parameters["relevance"].default
     assert adapters.ProfileOptions.model_fields["relevance"].default == default

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from rag_position import convex_score, likelihood_selection
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.errors import ContextLengthError
 from rag_position.models import load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.prompts import question_span, render_qa
+from rag_position.strategies import convex_score, likelihood_selection
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ rag-position eval open-domain --retriever bm25 --ks 5,10,20
 rag-position eval swim --budget 2000
 rag-position eval multifact --tokens 2000,4000 --iterations 4 --questions 20
 rag-position eval length --filler-tokens 0,1000,2000,4000 --questions 20
-rag-position eval voting --ks 3,5 --questions 30
+rag-position eval voting --votes 3,5 --questions 30
 rag-position eval multidoc --model openai:http://localhost:8000/v1/Qwen2.5-7B-Instruct \\
     --concurrency 32 --docs 30
 """
@@ -37,7 +37,7 @@ from rag_position.eval.report import EvalResult, acc_cell
 from rag_position.eval.swim import SWIM
 from rag_position.eval.task import TaskSpec
 from rag_position.eval.voting import VOTING
-from rag_position.models import load_model
+from rag_position.models import find_backend, load_model
 
 SPECS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -86,7 +86,8 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
         {'device': 'cuda'}
     """
     options = {k: v for k in ("device", "dtype") if (v := getattr(args, k, None)) is not None}
-    if options and args.model.startswith("openai:"):
+    backend = find_backend(args.model)
+    if options and backend is not None and not backend.local:
         flags = " and ".join(f"--{k}" for k in options)
         verb = "apply" if len(options) > 1 else "applies"
         raise EvalConfigError(

@@ -22,11 +22,8 @@ from rag_position.eval.strategies import available_strategies
 from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, names, negate
 
 QUICK_QUESTIONS = 10
-"""Sized for under 10 minutes with the embedded model on a 2-core CPU with bfloat16: 10
-questions took 8 min 43 s there, 20 took 15 min 21 s, measured when the second scoring
-strategy was ConvexScore with the profile (ten full prompts and an answer, about 12 s a
-question); passage likelihood, which replaced it, scores ten one-passage prompts
-(about a tenth of the tokens). The README has the measured times, and float32's."""
+"""Sized for about 10 minutes with the embedded model on a 2-core CPU with bfloat16;
+the README has the times ("Measured: `eval quick` on the embedded model")."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (

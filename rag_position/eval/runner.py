@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from rag_position.cost import Cost
+from rag_position.cost import Cost, spent_or_sent
 from rag_position.data import best_subspan_em
 from rag_position.eval.common import (
     Decoding,
@@ -204,9 +204,10 @@ class _Chunk:
         ]
 
     def _generation_cost(self, prompt: str, text: str, seconds: float) -> Cost:
-        if self.count is None:
-            return Cost(lm_calls=1, seconds=seconds)
-        return Cost(1, self.count(prompt), self.count(text) if text else 0, seconds)
+        counted = None
+        if self.count is not None:
+            counted = Cost(1, self.count(prompt), self.count(text) if text else 0, seconds)
+        return spent_or_sent(counted, 1, seconds)
 
     def _record(
         self, job: Job, p: Prepared, sha: str | None, outputs: dict[str, tuple[str, Cost]]
@@ -323,8 +324,7 @@ def default_batch_size(model: Any) -> int:
 
     On a CPU a padded batch is slower than its prompts one by one (the whole batch
     decodes until its longest answer ends, and padding leaves the fast attention
-    path): measured here, 10-passage prompts took 1.3-3 s alone and 8-17 s each in
-    mixed batches of 8. Accelerators and servers gain from batching.
+    path). Accelerators and servers gain from batching.
 
     Example:
         >>> from types import SimpleNamespace

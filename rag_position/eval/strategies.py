@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rag_position.cost import Cost, record, spent_by
+from rag_position.cost import Cost, record, spent_by, spent_or_sent
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.common import EvalConfigError, Prepared
 from rag_position.eval.lingua import lingua_strategies
@@ -140,11 +140,11 @@ def available_strategies(
     passed to a table row on every call.
 
     Example:
-        >>> found = available_strategies({"medoid": {"k": 5}})
+        >>> found = available_strategies({"medoid": {"n_orders": 5}})
         >>> {"retriever", "gold_first", "edge", "medoid"} <= set(found), "profile" in found
         (True, False)
         >>> found["medoid"].options
-        {'k': 5}
+        {'n_orders': 5}
     """
     return {
         name: strategy
@@ -190,9 +190,9 @@ def select_strategies(
     ``options[NAME]`` and its own on top.
 
     Example:
-        >>> [s.name for s in select_strategies(["retriever", "medoid:k=5"])]
-        ['retriever', 'medoid:k=5']
-        >>> select_strategies(["medoid:k=5"], {"medoid": {"k": 3, "seed": 1}})[0].options
+        >>> [s.name for s in select_strategies(["retriever", "medoid:n_orders=5"])]
+        ['retriever', 'medoid:n_orders=5']
+        >>> select_strategies(["medoid:n_orders=5"], {"medoid": {"n_orders": 3, "seed": 1}})
         Traceback (most recent call last):
         ...
         rag_position.eval.common.EvalConfigError: strategy 'medoid': ... takes no option 'seed'; ...
@@ -331,17 +331,10 @@ def _gold_at(instance: QAInstance, passages: list[Any]) -> dict[str, Any]:
     return {}
 
 
-SEED_GROUPS: Mapping[str, str] = {
-    "convex_score_profile": "convex_score",
-    "convex_score_sandwich": "convex_score",
-}
-"""Strategies that draw their random choices from another's seed: the ConvexScore
-variants use ``convex_score``'s base order, so they differ only in placement (or
-prompt), a paired comparison, and can share its scoring (:class:`SharedScoring`)."""
-
-
 def seed_name(strategy: str) -> str:
-    """The name a strategy's per-instance seed is derived from (its group, else itself).
+    """The name a strategy's per-instance seed is derived from: its row's ``seed_group``
+    (the ConvexScore variants use ``convex_score``'s base order, so they differ only in
+    placement or prompt, a paired comparison, and share its scoring), else itself.
 
     Example:
         >>> seed_name("convex_score_profile"), seed_name("likelihood_selection")
@@ -350,13 +343,14 @@ def seed_name(strategy: str) -> str:
         'convex_score'
     """
     base = strategy.split(":", 1)[0].strip()
-    return SEED_GROUPS.get(base, base)
+    row = registry.STRATEGIES.get(base)
+    return row.seed_group if row is not None and row.seed_group else base
 
 
 class SharedScoring:
     """A model whose ``score_spans`` answers a repeated request from memory.
 
-    Strategies of one seed group (:data:`SEED_GROUPS`) score the same prompts for
+    Strategies of one seed group (:func:`seed_name`) score the same prompts for
     the same instance; the eval computes them once. A replayed call is charged what
     the original call cost: ``usage`` is the model's own plus every replayed cost,
     so each strategy still reports what it would cost on its own. Everything else
@@ -405,14 +399,12 @@ class SharedScoring:
         start = time.perf_counter()
         with spent_by(self._model) as spend:
             results = list(self._model.score_spans(prompts, spans))
-        if spend.cost is not None:
-            cost = spend.cost
-            if not spend.reported:  # a model of the caller's own: count it where we are
-                record(cost)
-        else:
-            cost = Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
+        cost = spent_or_sent(spend.cost, len(prompts), time.perf_counter() - start)
+        if spend.cost is None:  # a model that keeps no usage: count it here
             with self._lock:
                 self._extra = self._extra + cost
+            record(cost)
+        elif not spend.reported:  # a model of the caller's own: count it where we are
             record(cost)
         with self._lock:
             self._memo[key] = (results, cost)

@@ -67,7 +67,7 @@ class Param:
         >>> pairs = Param("pairs", 75, "pairs per example", "--pairs", {"type": int})
         >>> pairs.name, pairs.default, pairs.recorded, pairs.from_cli("8")
         ('pairs', 75, True, '8')
-        >>> int_list("ks", (3, 5), "--ks", "3,5", "runs per vote").from_cli("3,7")
+        >>> int_list("votes", (3, 5), "--votes", "3,5", "answers per vote").from_cli("3,7")
         [3, 7]
     """
 

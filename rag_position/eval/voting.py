@@ -2,8 +2,9 @@
 
 Multi-document QA with the gold passage at the model's worst position (the lowest
 point of this run's position sweep, unless given). ``single``: one greedy answer.
-``medoid_k3`` / ``medoid_k5``: :func:`~rag_position.strategies.medoid_vote` over the
-given order and k - 1 seeded permutations (greedy). The paper's control,
+``medoid_k3`` / ``medoid_k5`` (one per ``--votes`` value ``k``):
+:func:`~rag_position.strategies.medoid_vote` over the given order and k - 1 seeded
+permutations (greedy). The paper's control,
 ``resample_k5_t0.7`` (one per ``--control-temperatures`` value): five samples at the
 same fixed order with temperature, then the same medoid vote, so any gain of the
 permutations over it comes from moving the passages, not from voting alone.
@@ -28,9 +29,11 @@ from rag_position.prompts import render_qa
 from rag_position.strategies import medoid_vote
 
 TASK = "voting"
-DEFAULT_KS = (3, 5)
+DEFAULT_VOTES = (3, 5)
+"""Orders (hence answers) per medoid vote: the ``medoid_k3`` and ``medoid_k5`` rows."""
 DEFAULT_CONTROL_TEMPERATURES = (0.7,)
-CONTROL_K = 5
+CONTROL_ORDERS = 5
+"""Samples per resampling control vote: the ``resample_k5_t...`` rows."""
 
 
 VOTING = TaskSpec(
@@ -38,7 +41,7 @@ VOTING = TaskSpec(
     "medoid voting vs single runs at the worst position",
     (
         docs_param(),
-        int_list("ks", DEFAULT_KS, "--ks", "3,5", "runs per vote"),
+        int_list("votes", DEFAULT_VOTES, "--votes", "3,5", "orders (answers) per vote"),
         float_list(
             "control_temperatures",
             DEFAULT_CONTROL_TEMPERATURES,
@@ -55,9 +58,10 @@ VOTING = TaskSpec(
 
 @VOTING.task
 def run_voting(run: TaskRun) -> EvalResult:
-    """Single runs vs medoid voting (``ks``) vs resampling controls; report in ``out``.
+    """Single runs vs medoid voting (``votes``) vs resampling controls; report in ``out``.
 
-    Parameters (:data:`VOTING`): ``ks=(3, 5)``, ``control_temperatures=(0.7,)``,
+    Parameters (:data:`VOTING`): ``votes=(3, 5)`` (answers per vote, one ``medoid_k<n>``
+    row each), ``control_temperatures=(0.7,)``,
     ``docs=10``, ``worst_position`` (default: measured by a sweep in the same run),
     ``embedder``, and the common ones (:data:`~rag_position.eval.task.COMMON`).
     ``questions`` defaults to 30 of the dev file (all of a ``data`` file). ``embedder``
@@ -66,14 +70,14 @@ def run_voting(run: TaskRun) -> EvalResult:
 
     Example::
 
-        result = run_voting(load_model("embedded"), ks=(3,), questions=20, worst_position=4,
+        result = run_voting(load_model("embedded"), votes=(3,), questions=20, worst_position=4,
                             embedder=load_embedder("embedded"), out="runs/voting")
         for row in result.rows:  # strategy: "single", "medoid_k3", "resample_k5_t0.7"
             row["strategy"], row["accuracy"], row["lm_calls"]
     """
-    ks, temperatures, worst = run["ks"], run["control_temperatures"], run["worst_position"]
-    if not ks or any(k < 2 for k in ks):
-        raise EvalConfigError(f"--ks: voting needs k >= 2, got {list(ks)}")
+    votes, temperatures, worst = run["votes"], run["control_temperatures"], run["worst_position"]
+    if not votes or any(n < 2 for n in votes):
+        raise EvalConfigError(f"--votes: voting needs at least 2 answers, got {list(votes)}")
     if any(t <= 0 for t in temperatures):
         raise EvalConfigError(
             f"--control-temperatures must be > 0 (greedy resampling repeats one answer), "
@@ -93,7 +97,7 @@ def run_voting(run: TaskRun) -> EvalResult:
         ctx,
         dataset,
         embedder,
-        ks=ks,
+        votes=votes,
         control_temperatures=temperatures,
         worst_position=worst,
         sweep_rows=rows,
@@ -107,7 +111,7 @@ def voting_section(
     dataset: MultidocData,
     embedder: Any,
     *,
-    ks: Sequence[int],
+    votes: Sequence[int],
     control_temperatures: Sequence[float],
     worst_position: int | None,
     sweep_rows: Any,
@@ -119,9 +123,13 @@ def voting_section(
     worst = find_worst_position(worst_position, sweep_rows, k_docs, notes)
     setting = f"docs={k_docs} gold={worst}"
     variants: list[tuple[str, dict[str, Any]]] = [("single", {})]
-    variants += [(f"medoid_k{k}", {"k": k}) for k in ks]
+    # the row names keep the paper's "k" (answers per vote)
+    variants += [(f"medoid_k{n}", {"n_orders": n}) for n in votes]
     variants += [
-        (f"resample_k{CONTROL_K}_t{t:g}", {"k": CONTROL_K, "temperature": t, "permute": False})
+        (
+            f"resample_k{CONTROL_ORDERS}_t{t:g}",
+            {"n_orders": CONTROL_ORDERS, "temperature": t, "permute": False},
+        )
         for t in control_temperatures
     ]
     jobs = []

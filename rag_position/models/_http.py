@@ -32,15 +32,47 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
-from rag_position.errors import BackendError, BackendUnavailableError
+from rag_position.errors import BackendError, BackendUnavailableError, ModelSpecError
 
 T = TypeVar("T")
 
 RETRIED_STATUS = frozenset({408, 409, 429})  # and every 5xx
 _BACKOFF_START, _BACKOFF_MAX, _RETRY_AFTER_MAX = 0.5, 8.0, 60.0
+
+
+def split_base_url(rest: str) -> tuple[str, str | None]:
+    """What follows ``openai:`` in a spec: the base URL, and the model named after ``/v1/``.
+
+    A URL with no path gets ``/v1``; a ``ModelSpecError`` for anything but an http(s)
+    URL with a host and a valid port.
+
+    Example:
+        >>> split_base_url("http://host:8000/v1/Qwen2.5-7B-Instruct")
+        ('http://host:8000/v1', 'Qwen2.5-7B-Instruct')
+        >>> split_base_url("http://host:8000")
+        ('http://host:8000/v1', None)
+    """
+    parts = urlsplit(rest)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ModelSpecError(
+            f"'openai:{rest}' needs an http(s) base URL, e.g. 'openai:http://localhost:8000/v1'"
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number in 0..65535
+    except ValueError as exc:
+        raise ModelSpecError(f"'openai:{rest}': {exc}") from exc
+    path = parts.path.rstrip("/")
+    in_url: str | None = None
+    head, sep, tail = path.partition("/v1/")
+    if sep and tail:
+        path, in_url = head + "/v1", unquote(tail)
+    elif not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", "")), in_url
 
 
 class Malformed(Exception):

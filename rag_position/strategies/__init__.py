@@ -14,40 +14,37 @@ from __future__ import annotations
 
 from rag_position.strategies._align import StrategyError
 from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
-from rag_position.strategies.alone import passage_likelihood
-from rag_position.strategies.convex import ConvexScoreResult, convex_score
-from rag_position.strategies.edges import edge_reorder
-from rag_position.strategies.fact import (
-    FactIteration,
+from rag_position.strategies._convex_score import ConvexScoreResult, convex_score
+from rag_position.strategies._edge_reorder import edge_reorder
+from rag_position.strategies._fact import (
     FactResult,
     FactTrace,
     embedding_retrieve,
     fact,
     needle_retrieve,
 )
-from rag_position.strategies.gauge import question_likelihood
-from rag_position.strategies.likelihood import SelectionResult, likelihood_selection
-from rag_position.strategies.medoid import (
+from rag_position.strategies._likelihood_selection import SelectionResult, likelihood_selection
+from rag_position.strategies._medoid_vote import (
     MedoidResult,
     MedoidTrace,
     medoid_vote,
 )
-from rag_position.strategies.placement import profile_reorder
-from rag_position.strategies.profiles import PositionProfile, estimate_profile
-from rag_position.strategies.recite import (
-    RecitedBlock,
+from rag_position.strategies._passage_likelihood import passage_likelihood
+from rag_position.strategies._profile_reorder import profile_reorder
+from rag_position.strategies._question_likelihood import question_likelihood
+from rag_position.strategies._recite_then_solve import (
     ReciteResult,
     ReciteTrace,
     recite_then_solve,
 )
+from rag_position.strategies._sandwich import sandwich, sandwich_prompt
+from rag_position.strategies.profiles import PositionProfile, estimate_profile
 from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strategy
-from rag_position.strategies.sandwich import sandwich, sandwich_prompt
 
 __all__ = [
     "STRATEGIES",
     "AnswerResult",
     "ConvexScoreResult",
-    "FactIteration",
     "FactResult",
     "FactTrace",
     "GaugeResult",
@@ -57,7 +54,6 @@ __all__ = [
     "PositionProfile",
     "ReciteResult",
     "ReciteTrace",
-    "RecitedBlock",
     "SelectionResult",
     "StrategyError",
     "StrategySpec",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, TypeVar
 
-from rag_position.cost import Cost, spent_by
+from rag_position.cost import Cost, spent_by, spent_or_sent
 from rag_position.errors import BackendError, RagPositionError
 from rag_position.models.protocols import Generator, Metered, Span
 from rag_position.passages import Passage, as_passages
@@ -90,7 +90,8 @@ class Meter:
     calls made through :meth:`generate` and :meth:`run` (so a custom callable that
     calls the same generator counts too), metered per call
     (:func:`rag_position.cost.spent_by`): another thread's calls on a shared model do
-    not count. Otherwise it is the number of prompts sent and the wall time.
+    not count. Otherwise it is the number of prompts sent and the wall time since the
+    meter was made (:func:`rag_position.cost.spent_or_sent`).
     """
 
     def __init__(self, generator: Generator) -> None:
@@ -120,9 +121,8 @@ class Meter:
         return [str(o) for o in outputs]
 
     def cost(self) -> Cost:
-        if self._metered:
-            return self._spent or Cost()
-        return Cost(lm_calls=self.calls, seconds=time.perf_counter() - self._start)
+        spent = (self._spent or Cost()) if self._metered else None
+        return spent_or_sent(spent, self.calls, time.perf_counter() - self._start)
 
 
 def normalize(text: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Any, Generic, TypeVar
 
-from rag_position.cost import Cost, spent_by
+from rag_position.cost import Cost, spent_by, spent_or_sent
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Scorer, Span, SpanScore
 from rag_position.passages import Passage, as_passage, check_passage_texts, check_text
@@ -163,12 +163,13 @@ def score_prompts(
 
     The cost is that of the scorer's own calls when it keeps ``usage``
     (:func:`rag_position.cost.spent_by`: another thread's calls on a shared scorer
-    do not count), else the number of prompts and the wall time.
+    do not count), else the prompts sent and the wall time
+    (:func:`rag_position.cost.spent_or_sent`).
     """
     start = time.perf_counter()
     with spent_by(scorer) as spend:
         results = scorer.score_spans(prompts, spans)
-    elapsed = time.perf_counter() - start
+    cost = spent_or_sent(spend.cost, len(prompts), time.perf_counter() - start)
     if len(results) != len(prompts):
         raise BackendError(f"the scorer returned {len(results)} scores for {len(prompts)} prompts")
     for i, result in enumerate(results):
@@ -178,9 +179,7 @@ def score_prompts(
                 f"the scorer returned mean={result.mean}, sum={result.sum} for prompt {i}: "
                 "not a finite number"
             )
-    if spend.cost is not None:
-        return list(results), spend.cost
-    return list(results), Cost(lm_calls=len(prompts), seconds=elapsed)
+    return list(results), cost
 
 
 def distinct_orders(

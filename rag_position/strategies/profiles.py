@@ -16,12 +16,12 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, Union
+from typing import Any, Literal, TypeAlias
 
 from rag_position.models.protocols import Scorer, Span
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies._base import check_passages, check_question, score_prompts, to_passages
-from rag_position.strategies.gauge import check_template
+from rag_position.strategies._question_likelihood import check_template
 
 ProfileSource = Literal["eval", "likelihood"]
 
@@ -100,7 +100,7 @@ class PositionProfile:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-ProfileLike: TypeAlias = Union[PositionProfile, str, "os.PathLike[str]", Sequence[float]]
+ProfileLike: TypeAlias = PositionProfile | str | os.PathLike[str] | Sequence[float]
 """A profile, the path of its JSON file, or its values per position."""
 
 

@@ -32,7 +32,7 @@ name                            calls                                           
 ``sandwich``                    the given order, query-aware ``prompt``             --
 ``fact``                        :func:`fact` (answers)                              generator
 ``recite``                      :func:`recite_then_solve` (answers)                 generator
-``medoid``                      :func:`medoid_vote` (answers; k=3)                  generator,
+``medoid``                      :func:`medoid_vote` (answers; n_orders=3)           generator,
                                                                                     embedder
 ==============================  ==================================================  ================
 
@@ -42,11 +42,14 @@ name                            calls                                           
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from types import MappingProxyType
 from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from rag_position.models.protocols import Embedder, Generator, Scorer
 from rag_position.strategies._base import (
@@ -56,19 +59,49 @@ from rag_position.strategies._base import (
     check_question,
     unchanged,
 )
-from rag_position.strategies.alone import passage_likelihood
-from rag_position.strategies.convex import convex_score
-from rag_position.strategies.edges import edge_reorder
-from rag_position.strategies.fact import fact
-from rag_position.strategies.likelihood import likelihood_selection
-from rag_position.strategies.medoid import medoid_vote
-from rag_position.strategies.placement import profile_reorder
-from rag_position.strategies.recite import recite_then_solve
-from rag_position.strategies.sandwich import sandwich, sandwich_prompt
+from rag_position.strategies._convex_score import convex_score
+from rag_position.strategies._edge_reorder import edge_reorder
+from rag_position.strategies._fact import fact
+from rag_position.strategies._likelihood_selection import likelihood_selection
+from rag_position.strategies._medoid_vote import medoid_vote
+from rag_position.strategies._options import option_model
+from rag_position.strategies._passage_likelihood import passage_likelihood
+from rag_position.strategies._profile_reorder import profile_reorder
+from rag_position.strategies._recite_then_solve import recite_then_solve
+from rag_position.strategies._sandwich import sandwich, sandwich_prompt
+from rag_position.strategies.profiles import check_placement
 
 Role = Literal["scorer", "generator", "embedder"]
 _ROLES: tuple[Role, ...] = ("scorer", "generator", "embedder")
 _NOT_OPTIONS = frozenset({"question", "passages", "passages_or_context", "seed", *_ROLES})
+
+Record = tuple[Sequence[float | None] | None, list[dict[str, Any]]]
+"""Per input passage: its score (``None`` for none) and the extras of its metadata record."""
+
+
+def _likelihood_record(result: Any) -> Record:
+    """Every passage: the winning order's mean log-likelihood."""
+    n = len(result.order)
+    best = None if result.best is None else float(result.scores[result.best])
+    return [best] * n, [{"question_loglik": best} for _ in range(n)]
+
+
+def _gold_record(result: Any) -> Record:
+    """Each passage's own score; ``gold`` marks the candidate."""
+    gold = result.gold if hasattr(result, "gold") else result.details["gold"]
+    return list(result.scores) or None, [{"gold": i == gold} for i in range(len(result.order))]
+
+
+def _check_placed(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The placement rules at construction; the profile, resolved."""
+    return {"profile": check_placement(options["placement"], None, options["profile"])}
+
+
+def _check_convex(options: Mapping[str, Any]) -> dict[str, Any]:
+    for name in ("edge_weight", "curvature_weight"):
+        if not math.isfinite(options[name]):
+            raise ValueError(f"`{name}` must be a finite number")
+    return _check_placed(options)
 
 
 def given_order(question: str, passages: Sequence[Any]) -> OrderingResult[Any]:
@@ -96,13 +129,25 @@ class StrategySpec:
     takes ``chat=``). ``compared``: ``eval compare`` runs it when no
     ``--strategies`` are named.
 
+    What the framework integrations build from the row: ``component``, the class
+    name of the reordering component both integrations derive from it (rows that
+    fix options, like ``passage_likelihood_profile``, share their base row's
+    component); ``record_keys``, the keys the row adds to the metadata record of
+    each reordered passage, with their values when nothing is scored (fewer than two
+    passages); ``record``, a function of the result giving each input passage's
+    score and extras; ``check``, the construction-time check of a component's
+    options (it returns the options it resolved, e.g. a profile file read);
+    :attr:`option_model`, the component's pydantic options, generated from the
+    function's annotated signature. ``seed_group``: the row whose per-question seed
+    it shares in the eval (the ConvexScore variants score the same prompts).
+
     Example:
         >>> spec = STRATEGIES["edge"]
         >>> spec("Who wrote Hamlet?", ["a", "b", "c"]).passages
         ['a', 'c', 'b']
         >>> spec.answers, sorted(spec.options)
         (False, ['mode', 'scores', 'top_k', 'word_count_threshold'])
-        >>> STRATEGIES["medoid"].defaults["k"]
+        >>> STRATEGIES["medoid"].defaults["n_orders"]
         3
     """
 
@@ -117,6 +162,11 @@ class StrategySpec:
     sandwich: bool = False
     compared: bool = True
     summary: str = ""
+    component: str = ""
+    record_keys: Mapping[str, Any] = field(default_factory=dict)
+    record: Callable[[Any], Record] | None = None
+    check: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    seed_group: str = ""
 
     @cached_property
     def _parameters(self) -> dict[str, inspect.Parameter]:
@@ -142,6 +192,35 @@ class StrategySpec:
         extra = {"chat"} if self.sandwich else set()
         return frozenset(set(self._parameters) - set(self.fixed) | extra)
 
+    @cached_property
+    def option_model(self) -> type[BaseModel]:
+        """The options as a pydantic model (names, types, defaults, constraints, descriptions).
+
+        Generated from the annotated signature of the row's function (and of
+        ``passes_to``), less what the name fixes; both integrations' components
+        inherit it.
+        """
+        functions = [f for f in (self.passes_to, self.function) if f is not None]
+        name = (self.component or self.name.title().replace("_", "")) + "Options"
+        doc = f"The options of ``{self.name}`` ({self.function.__name__})."
+        # a component's seed is its own option (the eval derives one per question instead)
+        exclude = {*_NOT_OPTIONS, *self.fixed, "scores"} - {"seed"}
+        return option_model(name, functions, exclude=exclude, doc=doc)
+
+    def component_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options of this row's component: ``options`` plus what the name fixes.
+
+        ``TypeError`` when a fixed option is given too, ``ValueError`` when one the row
+        requires (``profile``) is missing.
+
+        Example:
+            >>> STRATEGIES["passage_likelihood_profile"].component_options({"profile": [0.2, 0.5]})
+            {'profile': [0.2, 0.5], 'placement': 'profile'}
+        """
+        self._check_fixed(options)
+        self._check_required(options)
+        return {**options, **self.fixed}
+
     @property
     def defaults(self) -> dict[str, Any]:
         """Each option's default (options without one are left out)."""
@@ -154,14 +233,30 @@ class StrategySpec:
             found["chat"] = False
         return found
 
-    def check_options(self, options: Mapping[str, Any]) -> None:
-        """Refuse an option the row does not take, naming the ones it does."""
+    def _check_fixed(self, options: Mapping[str, Any]) -> None:
         fixed = sorted(set(options) & set(self.fixed))
         if fixed:
             raise TypeError(
                 f"strategy {self.name!r} sets {', '.join(fixed)} itself "
                 f"({', '.join(f'{k}={self.fixed[k]!r}' for k in fixed)})"
             )
+
+    def _check_required(self, options: Mapping[str, Any]) -> None:
+        missing = [name for name in self.requires if options.get(name) is None]
+        if missing:
+            raise ValueError(
+                f"strategy {self.name!r} needs {', '.join(f'{m}=' for m in missing)}"
+                + (
+                    " (a PositionProfile, its JSON file or a list of values, e.g. from "
+                    "estimate_profile or `rag-position eval multidoc`'s profile.json)"
+                    if "profile" in missing
+                    else ""
+                )
+            )
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse an option the row does not take, naming the ones it does."""
+        self._check_fixed(options)
         unknown = sorted(set(options) - self.options)
         if unknown:
             raise TypeError(
@@ -181,17 +276,7 @@ class StrategySpec:
         **options: Any,
     ) -> OrderingResult[Any] | AnswerResult:
         self.check_options(options)
-        missing = [name for name in self.requires if options.get(name) is None]
-        if missing:
-            raise ValueError(
-                f"strategy {self.name!r} needs {', '.join(f'{m}=' for m in missing)}"
-                + (
-                    " (a PositionProfile, its JSON file or a list of values, e.g. from "
-                    "estimate_profile or `rag-position eval multidoc`'s profile.json)"
-                    if "profile" in missing
-                    else ""
-                )
-            )
+        self._check_required(options)
         check_question(question)
         models: dict[str, Any] = {"scorer": scorer, "generator": generator, "embedder": embedder}
         if "embedder" in self.needs and embedder is None:
@@ -229,6 +314,9 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 "likelihood_selection",
                 likelihood_selection,
                 needs=("scorer",),
+                component="LikelihoodReorder",
+                record_keys=MappingProxyType({"question_loglik": None}),
+                record=_likelihood_record,
                 summary="the candidate order whose prompt makes the question most likely",
             ),
             StrategySpec(
@@ -236,11 +324,16 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 convex_score,
                 needs=("scorer",),
                 summary="ConvexScore's gold candidate first",
+                component="ConvexScoreReorder",
+                record_keys=MappingProxyType({"gold": False}),
+                record=_gold_record,
+                check=_check_convex,
             ),
             StrategySpec(
                 "convex_score_profile",
                 convex_score,
                 needs=("scorer",),
+                seed_group="convex_score",
                 fixed=MappingProxyType({"placement": "profile"}),
                 requires=("profile",),
                 summary="ConvexScore's ranking placed down the model's position profile",
@@ -250,23 +343,32 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 passage_likelihood,
                 needs=("scorer",),
                 summary="the passage that alone makes the question most likely, first",
+                component="PassageLikelihoodReorder",
+                record_keys=MappingProxyType({"gold": False}),
+                record=_gold_record,
+                check=_check_placed,
             ),
             StrategySpec(
                 "passage_likelihood_profile",
                 passage_likelihood,
                 needs=("scorer",),
+                component="PassageLikelihoodReorder",
                 fixed=MappingProxyType({"placement": "profile"}),
                 requires=("profile",),
                 summary="passages ranked by their own question likelihood, down the profile",
             ),
             StrategySpec(
-                "edge", edge_reorder, summary="most relevant at the edges (LongContextReorder)"
+                "edge",
+                edge_reorder,
+                summary="most relevant at the edges (LongContextReorder)",
+                component="EdgeReorder",
             ),
             StrategySpec("sandwich", sandwich, summary="the question before and after"),
             StrategySpec(
                 "convex_score_sandwich",
                 convex_score,
                 needs=("scorer",),
+                seed_group="convex_score",
                 sandwich=True,
                 summary="ConvexScore's order in the query sandwich",
             ),
@@ -277,6 +379,8 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 requires=("profile",),
                 passes_to=convex_score,
                 compared=False,
+                component="ProfileReorder",
+                record_keys=MappingProxyType({"relevance": "order"}),
                 summary="most relevant at the profile's best position",
             ),
             StrategySpec(

@@ -11,7 +11,8 @@ a reply trickled a byte at a time, or none at all: every name in ``BREAKS``),
 vLLM does, a ``handler=`` subclass alters replies (missing log-probabilities, a
 refused ``max_tokens=0``, several models), and ``count`` says how many requests a
 path saw. The tests of the ``openai:`` backend against vLLM itself
-are in ``tests/test_vllm_server.py``.
+are in ``tests/test_vllm_server.py``. The reply and error bodies, faults and broken
+replies it sends are built in :mod:`rag_position.testing._openai_payloads`.
 
 It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses:
 
@@ -67,8 +68,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -76,114 +76,23 @@ from typing import Any
 from rag_position.cost import metered
 from rag_position.errors import ContextLengthError
 from rag_position.models.transformers_backend import TransformersModel
+from rag_position.testing._openai_payloads import (
+    BREAKS,
+    DEFAULT_MAX_TOKENS,
+    JSON,
+    Break,
+    Fault,
+    HTTPError,
+    check_window,
+    error_body,
+    logprobs_reply,
+    message_content,
+    n_tokens,
+    send_broken,
+    usage_body,
+)
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_TOKENS = 16
-JSON = dict[str, Any]
-
-
-class HTTPError(Exception):
-    """Raised inside a route to answer with an OpenAI-style error body."""
-
-    def __init__(self, status: int, message: str, type_: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-
-
-@dataclass(frozen=True)
-class _Fault:
-    status: int
-    retry_after: float | None
-    message: str
-
-
-@dataclass(frozen=True)
-class _Break:
-    kind: str
-    seconds: float
-
-
-def _logprobs_of(body: JSON) -> JSON:
-    lp = body["choices"][0].get("logprobs")
-    if not isinstance(lp, dict):
-        raise ValueError("this break needs a reply with logprobs (a scoring request)")
-    return lp
-
-
-def _set_null_text(body: JSON) -> None:
-    body["choices"][0]["text"] = None
-
-
-def _set_null_content(body: JSON) -> None:
-    body["choices"][0]["message"]["content"] = None
-
-
-def _set_nan_logprob(body: JSON) -> None:
-    values = _logprobs_of(body)["token_logprobs"]
-    values[len(values) // 2] = float("nan")
-
-
-def _set_null_logprob(body: JSON) -> None:
-    values = _logprobs_of(body)["token_logprobs"]
-    values[len(values) // 2] = None
-
-
-def _set_short_logprobs(body: JSON) -> None:
-    lp = _logprobs_of(body)
-    lp["token_logprobs"] = lp["token_logprobs"][: max(1, len(lp["token_logprobs"]) // 2)]
-
-
-def _set_short_offsets(body: JSON) -> None:
-    lp = _logprobs_of(body)
-    lp["text_offset"] = lp["text_offset"][:1]
-
-
-def _drop_choices(body: JSON) -> None:
-    body["choices"] = []
-
-
-_BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
-    "null-text": _set_null_text,
-    "null-content": _set_null_content,
-    "nan-logprob": _set_nan_logprob,
-    "null-logprob": _set_null_logprob,
-    "short-logprobs": _set_short_logprobs,
-    "short-offsets": _set_short_offsets,
-    "no-choices": _drop_choices,
-}
-BREAKS = ("truncated-json", "html", "not-an-object", *_BODY_BREAKS, "trickle", "hang")
-
-
-def _error_body(status: int, message: str, type_: str) -> JSON:
-    return {"error": {"message": message, "type": type_, "param": None, "code": status}}
-
-
-def _context_message(n_prompt: int, n_new: int, limit: int) -> str:
-    """vLLM's wording for a request over the window (the client parses these numbers)."""
-    return (
-        f"This model's maximum context length is {limit} tokens. However, you requested "
-        f"{n_prompt + n_new} tokens ({n_prompt} in the messages, {n_new} in the completion). "
-        "Please reduce the length of the messages or completion."
-    )
-
-
-def _n_tokens(model: TransformersModel, prompt: str) -> int:
-    """Tokens the model reads for ``prompt`` (template included), as its ``_encode`` counts."""
-    text, _ = model.render(prompt)
-    ids = model.tokenizer(text, add_special_tokens=not model.use_chat_template)["input_ids"]
-    return len(ids)
-
-
-def _check_window(model: TransformersModel, n_prompt: int, n_new: int, clip: bool) -> int:
-    """``n_new``, or what fits the window with ``clip`` (vLLM's way); 400 if nothing fits."""
-    if n_prompt + n_new <= model.max_context:
-        return n_new
-    if clip and n_new > 0 and n_prompt < model.max_context:
-        return model.max_context - n_prompt
-    raise HTTPError(400, _context_message(n_prompt, n_new, model.max_context))
 
 
 class OpenAIHandler(BaseHTTPRequestHandler):
@@ -222,7 +131,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
     def send_error_json(
         self, status: int, message: str, type_: str, headers: dict[str, str] | None = None
     ) -> None:
-        self.send_json(status, _error_body(status, message, type_), headers)
+        self.send_json(status, error_body(status, message, type_), headers)
 
     def _routes(self) -> dict[tuple[str, str], Callable[[JSON], JSON]]:
         return {
@@ -274,43 +183,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             if broken is None:
                 self.send_json(200, body)
             else:
-                self._send_broken(broken, body)
-
-    def _send_broken(self, broken: _Break, body: JSON) -> None:
-        """Answer 200 with the reply broken as ``broken.kind`` says (``BREAKS``)."""
-        kind = broken.kind
-        data = json.dumps(body).encode()
-        content_type = "application/json"
-        if kind == "hang":  # headers never come: the client must give up by itself
-            time.sleep(broken.seconds)
-            self.close_connection = True
-            return
-        if kind == "truncated-json":
-            data = data[: len(data) // 2]
-        elif kind == "html":
-            data, content_type = b"<html><body>502 Bad Gateway</body></html>", "text/html"
-        elif kind == "not-an-object":
-            data = b"[]"
-        elif kind in _BODY_BREAKS:
-            _BODY_BREAKS[kind](body)
-            data = json.dumps(body).encode()  # NaN is written as the literal NaN
-        elif kind != "trickle":
-            raise ValueError(f"unknown break {kind!r}")
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if kind != "trickle":
-            self.wfile.write(data)
-            return
-        self.close_connection = True
-        for i in range(len(data)):  # one byte every broken.seconds, to the end
-            try:
-                self.wfile.write(data[i : i + 1])
-                self.wfile.flush()
-            except OSError:  # the client gave up
-                return
-            time.sleep(broken.seconds)
+                send_broken(self, broken, body)
 
     # ------------------------------------------------------------------ validation
     def _check_model(self, req: JSON) -> None:
@@ -390,8 +263,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             for i, text in enumerate(prompts):
                 if not text:
                     raise HTTPError(400, f"prompt {i} is empty")
-                n_prompt = _n_tokens(model, text)
-                max_tokens = _check_window(model, n_prompt, max_tokens, self.server.clip)
+                n_prompt = n_tokens(model, text)
+                max_tokens = check_window(model, n_prompt, max_tokens, self.server.clip)
                 completion, n_new = "", 0
                 if max_tokens > 0:
                     with metered() as tally:
@@ -405,7 +278,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                     n_new = tally.total.generated_tokens
                 lp = None
                 if logprobs is not None:
-                    lp = _logprobs(model, text, completion, echo)
+                    lp = logprobs_reply(model, text, completion, echo)
                 choices.append(
                     {
                         "index": i,
@@ -423,7 +296,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             "created": int(time.time()),
             "model": self.server.model_name,
             "choices": choices,
-            "usage": _usage(n_prompt_total, n_new_total),
+            "usage": usage_body(n_prompt_total, n_new_total),
         }
 
     def chat_completions(self, req: JSON) -> JSON:
@@ -438,7 +311,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 f"only one user message, optionally after one system message, is supported; "
                 f"got roles {roles}",
             )
-        contents = [_content(m) for m in messages]
+        contents = [message_content(m) for m in messages]
         max_tokens = self._int(
             req, "max_completion_tokens", self._int(req, "max_tokens", DEFAULT_MAX_TOKENS)
         )
@@ -462,8 +335,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                         add_generation_prompt=True,
                     )
                 )
-            n_prompt = _n_tokens(model, prompt)
-            max_tokens = _check_window(model, n_prompt, max_tokens, self.server.clip)
+            n_prompt = n_tokens(model, prompt)
+            max_tokens = check_window(model, n_prompt, max_tokens, self.server.clip)
             with metered() as tally:
                 (text,) = model.generate(
                     [prompt],
@@ -486,7 +359,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                     "finish_reason": "length" if n_new >= max_tokens else "stop",
                 }
             ],
-            "usage": _usage(n_prompt, n_new),
+            "usage": usage_body(n_prompt, n_new),
         }
 
     def tokenize(self, req: JSON) -> JSON:
@@ -504,56 +377,6 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         if strs is not None:
             reply["token_strs"] = strs  # as vLLM: the tokenizer's own token strings
         return reply
-
-
-def _content(message: JSON) -> str:
-    content = message.get("content")
-    if isinstance(content, list):  # OpenAI's content parts: keep the text ones
-        content = "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    if not isinstance(content, str):
-        raise HTTPError(400, f"message content must be a string, got {content!r}")
-    return content
-
-
-def _usage(n_prompt: int, n_new: int) -> JSON:
-    return {"prompt_tokens": n_prompt, "completion_tokens": n_new, "total_tokens": n_prompt + n_new}
-
-
-def _starts(offsets: Sequence[tuple[int, int]]) -> list[int]:
-    """Start character of each token, counting leading whitespace a tokenizer may trim."""
-    starts, end = [], 0
-    for a, b in offsets:
-        starts.append(min(a, end))
-        end = max(end, b)
-    return starts
-
-
-def _logprobs(model: TransformersModel, prompt: str, completion: str, echo: bool) -> JSON:
-    """vLLM's completion ``logprobs`` object for the prompt (if ``echo``) and the completion."""
-    tokens: list[str] = []
-    values: list[float | None] = []
-    offsets: list[int] = []
-    if echo:
-        scored = model.token_logprobs(prompt)
-        tokens += scored.tokens
-        values += scored.logprobs
-        offsets += _starts(scored.offsets)
-    if completion:
-        full = model.token_logprobs(prompt + completion)
-        shift = 0 if echo else len(prompt)
-        for tok, value, start in zip(
-            full.tokens, full.logprobs, _starts(full.offsets), strict=True
-        ):
-            if start >= len(prompt):
-                tokens.append(tok)
-                values.append(value)
-                offsets.append(start - shift)
-    top = [None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)]
-    return {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": top}
 
 
 class ModelServer(ThreadingHTTPServer):
@@ -583,13 +406,13 @@ class ModelServer(ThreadingHTTPServer):
         super().__init__((host, port), handler)
         self.token_strs = token_strs
         self.clip = clip_to_window
-        self._breaks: deque[_Break] = deque()
+        self._breaks: deque[Break] = deque()
         self.model_name = name or model.name
         self.raw_model, self.chat_model = _variants(model)
         self.created = int(time.time())
         self.lock = threading.Lock()  # one model: requests that touch it run one at a time
         self.requests: list[tuple[str, str]] = []  # (method, path) of every request seen
-        self._faults: deque[_Fault] = deque()
+        self._faults: deque[Fault] = deque()
         self._state_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -617,7 +440,7 @@ class ModelServer(ThreadingHTTPServer):
         honour instead of their exponential backoff (keeps retry tests fast).
         """
         with self._state_lock:
-            self._faults.extend([_Fault(status, retry_after, message)] * n)
+            self._faults.extend([Fault(status, retry_after, message)] * n)
 
     def break_next(self, n: int, kind: str, *, seconds: float = 1.0) -> None:
         """Testing aid: answer the next ``n`` successful requests with a broken reply.
@@ -631,13 +454,13 @@ class ModelServer(ThreadingHTTPServer):
         if kind not in BREAKS:
             raise ValueError(f"kind must be one of {', '.join(BREAKS)}, got {kind!r}")
         with self._state_lock:
-            self._breaks.extend([_Break(kind, seconds)] * n)
+            self._breaks.extend([Break(kind, seconds)] * n)
 
-    def take_break(self) -> _Break | None:
+    def take_break(self) -> Break | None:
         with self._state_lock:
             return self._breaks.popleft() if self._breaks else None
 
-    def take_fault(self) -> _Fault | None:
+    def take_fault(self) -> Fault | None:
         with self._state_lock:
             return self._faults.popleft() if self._faults else None
 
@@ -687,9 +510,8 @@ def _variants(model: TransformersModel) -> tuple[TransformersModel, Transformers
         "max_batch_tokens": model.max_batch_tokens,
         "max_batch_size": model.max_batch_size,
         "max_context": model.max_context,
+        "score_batch_size": model.score_batch_size,
     }
-    if hasattr(model, "score_batch_size"):  # newer TransformersModel
-        settings["score_batch_size"] = model.score_batch_size
 
     def copy(chat_template: bool) -> TransformersModel:
         return TransformersModel(

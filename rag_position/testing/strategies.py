@@ -12,10 +12,15 @@ nothing in the library imports it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
+from rag_position._integration import METADATA_KEY
 from rag_position.testing.scripted import HashScorer, ScriptedScorer
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------- inputs
 
@@ -95,3 +100,55 @@ scorers = st.one_of(
     st.lists(st.sampled_from(WILD), min_size=1, max_size=6).map(ScriptedScorer),
 )
 """A fresh scorer per example: a hash of the prompt, a constant (all tie), or ``WILD``."""
+
+# ---------------------------------------------------------------------- framework objects
+# (additions for rag_position.testing.conformance: the reorderer conformance kit)
+
+SCORE_KEY = "relevance_score"
+"""The metadata key the kit's ``score_key=`` components read."""
+
+retriever_scores = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0]),
+    st.integers(-3, 3),
+)
+"""A retriever's own score: none, NaN, infinities, signed zero, an integer."""
+
+
+@st.composite
+def metadata_dicts(draw: st.DrawFn, scores: st.SearchStrategy[Any]) -> dict[str, Any]:
+    """A framework object's metadata: nested values, maybe a ``title``, a value of
+    ``scores`` under :data:`SCORE_KEY` (unless ``MISSING``), and one time in ten a record
+    from an earlier reorderer (chained components)."""
+    metadata: dict[str, Any] = draw(
+        st.dictionaries(st.sampled_from(["source", "tags", "nested", "🙂", "page"]), nested)
+    )
+    title = draw(st.one_of(st.just(MISSING), st.text(max_size=8), st.integers(), st.none()))
+    if title is not MISSING:
+        metadata["title"] = title
+    score = draw(scores)
+    if score is not MISSING:
+        metadata[SCORE_KEY] = score
+    if draw(st.integers(0, 9)) == 0:
+        metadata[METADATA_KEY] = {"strategy": "edge", "rank": 0, "nested": [1]}
+    return metadata
+
+
+@st.composite
+def with_repeats(
+    draw: st.DrawFn,
+    elements: st.SearchStrategy[T],
+    max_size: int = 30,
+    rewrap: Callable[[T], st.SearchStrategy[T]] | None = None,
+) -> list[T]:
+    """0..max_size ``elements``, some the very same object more than once (and, with
+    ``rewrap``, some wrapped anew: the same node in two ``NodeWithScore``), shuffled."""
+    pool = draw(st.lists(elements, max_size=max_size))
+    if pool and len(pool) < max_size and rewrap is not None:
+        again = draw(st.lists(st.integers(0, len(pool) - 1), max_size=(max_size - len(pool)) // 2))
+        pool += [draw(rewrap(pool[i])) for i in again]
+    if pool and len(pool) < max_size:
+        repeats = draw(st.lists(st.integers(0, len(pool) - 1), max_size=max_size - len(pool)))
+        pool += [pool[i] for i in repeats]
+    return draw(st.permutations(pool))

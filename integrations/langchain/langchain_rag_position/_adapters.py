@@ -2,7 +2,7 @@
 
 Everything framework-free (the lazy holder, spec checks, model resolution, the
 OpenAI-compatible scorer, option defaults, the reorder record) is in
-:mod:`rag_position.adapters`; this module only maps LangChain objects to it:
+:mod:`rag_position._integration`; this module only maps LangChain objects to it:
 Documents to :class:`~rag_position.passages.Passage` views and back (annotated
 copies), a LangChain chat model or LLM to a ``Generator``, LangChain ``Embeddings``
 to an ``Embedder``, and ``ChatOpenAI``/``OpenAI`` to the values of the ``openai:``
@@ -23,8 +23,10 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
 
-from rag_position import adapters as core
-from rag_position.adapters import METADATA_KEY, LazyModel, check_spec, cut_at_stop
+from langchain_rag_position.chat_models import GENERATOR_FORMS, ChatRagPosition
+from langchain_rag_position.embeddings import RagPositionEmbeddings
+from rag_position import _integration as core
+from rag_position._integration import METADATA_KEY, LazyModel, check_spec, cut_at_stop
 from rag_position.models import Scorer
 from rag_position.passages import Passage
 
@@ -33,10 +35,6 @@ SCORER_FORMS = (
     "e.g. load_model('embedded')), ChatRagPosition, or an OpenAI-compatible LangChain model "
     "(ChatOpenAI/OpenAI with base_url=) pointed at a server that returns prompt "
     "log-probabilities (vLLM, rag-position serve)"
-)
-GENERATOR_FORMS = (
-    "a LangChain chat model or LLM, a load_model spec string, or an object with generate() "
-    "(rag_position's Generator protocol)"
 )
 EMBEDDER_FORMS = (
     "a LangChain Embeddings object, the spec string 'embedded' (or a sentence-transformers "
@@ -69,17 +67,9 @@ def _own_embedder(wrapper: Any) -> LazyModel[Any]:
     return LazyModel(loader=lambda: wrapper.core_embedder, label=_describe(wrapper))
 
 
-def _ours() -> tuple[type[Any], type[Any]]:
-    # Imported here: both modules import this one.
-    from langchain_rag_position.chat_models import ChatRagPosition
-    from langchain_rag_position.embeddings import RagPositionEmbeddings
-
-    return ChatRagPosition, RagPositionEmbeddings
-
-
 def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> LazyModel[Any]:
     """A :class:`LazyModel` yielding a Scorer (see :data:`SCORER_FORMS`)."""
-    table = [(_ours()[0], _chat_scorer), (BaseLanguageModel, openai_scorer)]
+    table = [(ChatRagPosition, _chat_scorer), (BaseLanguageModel, openai_scorer)]
     return core.resolve_scorer(scorer, load_kwargs, adapters=table, forms=SCORER_FORMS)
 
 
@@ -88,7 +78,7 @@ def openai_scorer(llm: BaseLanguageModel[Any]) -> Scorer:
 
     Reads ``openai_api_base``, ``model_name``, ``openai_api_key``, ``request_timeout`` and
     ``max_retries`` (so ``langchain-openai`` is needed only by the user who has such a
-    model) and hands them to :func:`rag_position.adapters.openai_scorer`.
+    model) and hands them to :func:`rag_position._integration.openai_scorer`.
     """
     if not hasattr(llm, "openai_api_base"):
         raise TypeError(
@@ -121,7 +111,7 @@ def resolve_generator(
     """
     wrap = functools.partial(LangChainGenerator, max_concurrency=max_concurrency)
     table: list[tuple[Any, Callable[[Any], Any]]] = [
-        (_ours()[0], _own_model),
+        (ChatRagPosition, _own_model),
         ((BaseLanguageModel, Runnable), wrap),
     ]
     return core.resolve_generator(llm, load_kwargs, adapters=table, forms=GENERATOR_FORMS)
@@ -131,7 +121,7 @@ def resolve_embedder(
     embeddings: Any, load_kwargs: Mapping[str, Any] | None = None
 ) -> LazyModel[Any]:
     """A :class:`LazyModel` yielding an Embedder (see :data:`EMBEDDER_FORMS`)."""
-    table = [(_ours()[1], _own_embedder), (Embeddings, LangChainEmbedder)]
+    table = [(RagPositionEmbeddings, _own_embedder), (Embeddings, LangChainEmbedder)]
     return core.resolve_embedder(embeddings, load_kwargs, adapters=table, forms=EMBEDDER_FORMS)
 
 

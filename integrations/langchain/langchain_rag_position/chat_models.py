@@ -20,14 +20,16 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field, PrivateAttr, model_validator
 
-from langchain_rag_position._adapters import (
-    GENERATOR_FORMS,
-    LazyModel,
-    check_spec,
-    cut_at_stop,
-    output_text,
-)
+from rag_position._integration import LazyModel
 from rag_position.cost import metered
+from rag_position.models import check_spec, find_backend
+from rag_position.models.protocols import cut_at_stop
+
+GENERATOR_FORMS = (
+    "a LangChain chat model or LLM, a load_model spec string, or an object with generate() "
+    "(rag_position's Generator protocol)"
+)
+"""What the integration's ``llm=`` takes (here, not in ``_adapters``: it imports this module)."""
 
 
 class ChatRagPosition(BaseChatModel):
@@ -74,7 +76,8 @@ class ChatRagPosition(BaseChatModel):
         if isinstance(model, str):
             check_spec(model, "model")
             kwargs = dict(self.model_kwargs)
-            if model.startswith("openai:"):
+            backend = find_backend(model)
+            if backend is not None and not backend.local:  # a server
                 if self.timeout is not None:
                     kwargs.setdefault("timeout", self.timeout)
                 if self.max_retries is not None:
@@ -212,7 +215,7 @@ class ChatRagPosition(BaseChatModel):
         if not messages:
             raise ValueError("ChatRagPosition got no messages")
         if len(messages) == 1 and isinstance(messages[0], HumanMessage):
-            return output_text(messages[0]), model
+            return str(messages[0].text), model
         tokenizer = getattr(model, "tokenizer", None)
         if (
             type(model).__name__ != "TransformersModel"
@@ -236,7 +239,7 @@ class ChatRagPosition(BaseChatModel):
                     f"ChatRagPosition cannot render a {type(m).__name__} (no tool calling); "
                     "use system, human and AI messages"
                 )
-            turns.append({"role": role, "content": output_text(m)})
+            turns.append({"role": role, "content": str(m.text)})
         prompt = str(
             tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
         )

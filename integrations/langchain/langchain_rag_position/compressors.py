@@ -8,9 +8,11 @@ caller's, each with a new metadata dict holding ``metadata[METADATA_KEY]``::
     {"strategy": ..., "score": float | None, "rank": new position, "original_rank": old position,
      **extras}
 
-built by ``rag_position.adapters.reorder_record`` (the same record the LlamaIndex
-postprocessors write); the extras per strategy are ``rag_position.adapters.EXTRA_KEYS``
-(``question_loglik``, ``gold``, ``relevance``).
+built by ``rag_position._integration.reorder_record`` (the same record the LlamaIndex
+postprocessors write); the extras are the strategy row's ``record_keys``
+(:data:`rag_position.strategies.STRATEGIES`: ``question_loglik``, ``gold``, ``relevance``).
+The compressors of the scoring strategies are built from their rows
+(:func:`table_compressor`): options, defaults and descriptions are the core functions'.
 
 ``metadata_key=None`` returns the caller's very objects in the new order instead.
 Inputs are never mutated; no documents in gives no documents out.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -36,20 +38,11 @@ from langchain_rag_position._adapters import (
     resolve_scorer,
     to_passage,
 )
-from rag_position import adapters as core
-from rag_position.adapters import (
-    ConvexOptions,
-    EdgeOptions,
-    LikelihoodOptions,
-    PassageLikelihoodOptions,
-    ProfileOptions,
-    ReorderOptions,
-    ScorerOptions,
-)
+from rag_position import _integration as core
+from rag_position._integration import EdgeOptions, ProfileOptions, ReorderOptions, ScorerOptions
 from rag_position.passages import Passage
-from rag_position.strategies import convex_score, likelihood_selection, passage_likelihood
-
-EdgeMode = Literal["langchain", "llamaindex", "haystack"]
+from rag_position.strategies import StrategySpec
+from rag_position.strategies.profiles import as_profile
 
 
 class _Reorder(BaseDocumentCompressor, ReorderOptions):
@@ -113,102 +106,58 @@ class _Scored(_Reorder, ScorerOptions):
         return self._scorer.get()
 
 
-class LikelihoodReorder(_Scored, LikelihoodOptions):
-    """Likelihood selection: the order of the documents under which the query is most likely.
+class TableReorder(_Scored):
+    """A compressor built from its row of the strategy table (see :func:`table_compressor`).
 
-    Scores ``n_orders`` candidate orders (default: as many as documents; the given
-    order is one of them when ``include_given``) by the query's mean log-likelihood
-    after the documents, in one batched call, and keeps the best (Liu, Qi, He et al.).
-    ``metadata["rag_position"]["score"]`` and ``["question_loglik"]`` are that order's
-    log-likelihood (the same on every document; ``None`` for a single document, which
-    is not scored). Options: ``rag_position.adapters.LikelihoodOptions``.
-
-    Example:
-        >>> reorder = LikelihoodReorder(scorer="embedded", n_orders=4)
-        >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
+    The options are the row's ``option_model`` (the core function's keywords), checked at
+    construction by the row's ``check``; the record extras are the row's ``record_keys``.
     """
 
-    strategy_name: ClassVar[str] = "likelihood_selection"
-
-    def _order(self, docs: list[Document], query: str) -> core.Reordering:
-        return core.likelihood_reordering(
-            query,
-            self._passages(docs),
-            self._scorer,
-            **core.core_options(self, likelihood_selection),
-        )
-
-
-class ConvexScoreReorder(_Scored, ConvexOptions):
-    """ConvexScore: find the gold document by its likelihood curve and put it first.
-
-    Rotations of a seeded base order put every document at every position; the
-    document whose query likelihood rises most at the two ends is the gold one and
-    moves to ``placement`` (``"first"``, the paper; ``"last"``; or ``"profile"``
-    with ``profile=``: a PositionProfile, its JSON path or a list of numbers), the
-    others keep their order (``rest="keep"``) or follow their scores
-    (``rest="scores"``). ``metadata[...]["score"]`` is each document's ConvexScore,
-    ``["gold"]`` marks the candidate. Options: ``rag_position.adapters.ConvexOptions``.
-
-    Example:
-        >>> reorder = ConvexScoreReorder(scorer="embedded")
-        >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
-        >>> docs[0].metadata["rag_position"]["original_rank"]     # the gold candidate
-        3
-    """
-
-    strategy_name: ClassVar[str] = "convex_score"
+    row: ClassVar[StrategySpec]
 
     @model_validator(mode="after")
-    def _check_profile(self) -> ConvexScoreReorder:
-        self.profile = core.convex_profile(self)
+    def _check_row(self) -> TableReorder:
+        if self.row.check is not None:
+            for name, value in self.row.check(self.core_options()).items():
+                setattr(self, name, value)  # e.g. a profile file, read now
         return self
 
+    def core_options(self) -> dict[str, Any]:
+        """The options the core function receives (this compressor's values)."""
+        return {name: getattr(self, name) for name in self.row.option_model.model_fields}
+
     def _order(self, docs: list[Document], query: str) -> core.Reordering:
-        return core.convex_reordering(
-            query,
-            self._passages(docs),
-            self._scorer,
-            **core.core_options(self, convex_score),
+        return core.reordering(
+            self.row, query, self._passages(docs), self._scorer, **self.core_options()
         )
 
 
-class PassageLikelihoodReorder(_Scored, PassageLikelihoodOptions):
-    """Passage likelihood: the document that alone makes the query most likely goes first.
+def table_compressor(component: str) -> type[TableReorder]:
+    """The document compressor of the strategy table's row whose ``component`` is
+    ``component``; its options and defaults are the core function's."""
+    row = core.component_row(component)
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": row.component,
+        "__doc__": core.component_doc(row, _USE),
+        "row": row,
+        "strategy_name": row.name,
+    }
+    made: type[TableReorder] = type(row.component, (TableReorder, row.option_model), namespace)
+    return made
 
-    One prompt per document, with that document alone (N short prompts, one batched
-    scoring call: about one full prompt of tokens), scored by the query's mean
-    log-likelihood; the top document is the gold candidate and moves to ``placement``
-    (``"first"``; ``"last"``; or ``"profile"`` with ``profile=``: a PositionProfile,
-    its JSON path or a list of numbers, the k-th ranked document at the profile's k-th
-    best position), the others keep their order (``rest="keep"``) or follow their
-    scores (``rest="scores"``). ``metadata[...]["score"]`` is each document's mean
-    log-likelihood, ``["gold"]`` marks the candidate. On the embedded model it identified
-    the gold document ~90% of the time (86 questions) at about one full prompt of
-    scoring tokens, against ConvexScore's 25% at ten. Options:
-    ``rag_position.adapters.PassageLikelihoodOptions``.
 
-    Example:
-        >>> reorder = PassageLikelihoodReorder(scorer="embedded")
-        >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
-        >>> docs[0].metadata["rag_position"]["gold"]
-        True
-    """
+_USE = """A LangChain ``BaseDocumentCompressor``: in ``ContextualCompressionRetriever`` or
+through ``compress_documents(documents, query)``; it returns copies of the documents
+in the new order, each with ``metadata["rag_position"]`` (see the module doc).
 
-    strategy_name: ClassVar[str] = "passage_likelihood"
+Example:
+    >>> reorder = {name}(scorer="embedded")
+    >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")"""
 
-    @model_validator(mode="after")
-    def _check_profile(self) -> PassageLikelihoodReorder:
-        self.profile = core.placement_profile(self)
-        return self
-
-    def _order(self, docs: list[Document], query: str) -> core.Reordering:
-        return core.passage_likelihood_reordering(
-            query,
-            self._passages(docs),
-            self._scorer,
-            **core.core_options(self, passage_likelihood),
-        )
+LikelihoodReorder = table_compressor("LikelihoodReorder")
+ConvexScoreReorder = table_compressor("ConvexScoreReorder")
+PassageLikelihoodReorder = table_compressor("PassageLikelihoodReorder")
 
 
 class ProfileReorder(_Scored, ProfileOptions):
@@ -241,7 +190,7 @@ class ProfileReorder(_Scored, ProfileOptions):
 
     @model_validator(mode="after")
     def _check_options(self) -> ProfileReorder:
-        self.profile = core.to_profile(vars(self)["profile"])
+        self.profile = as_profile(vars(self)["profile"])
         core.check_profile_options(self.score_key, self.scorer, self.convex_options, self.relevance)
         return self
 

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, model_validator
 
 from langchain_rag_position._adapters import annotate, check_documents
 from langchain_rag_position.compressors import edge_order
-from rag_position.adapters import EdgeOptions, ReorderOptions, check_edge_options
+from rag_position._integration import EdgeOptions, ReorderOptions, check_edge_options
 
 
 class EdgeReorderTransformer(BaseDocumentTransformer, ReorderOptions, EdgeOptions):

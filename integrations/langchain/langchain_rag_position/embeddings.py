@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from langchain_rag_position._adapters import LazyModel
+from rag_position._integration import LazyModel
 
 
 class RagPositionEmbeddings(BaseModel, Embeddings):

@@ -12,27 +12,17 @@ from langchain_core.documents import BaseDocumentCompressor, BaseDocumentTransfo
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
+from langchain_rag_position import compressors
 from langchain_rag_position._adapters import check_query
-from langchain_rag_position.compressors import (
-    ConvexScoreReorder,
-    EdgeReorder,
-    LikelihoodReorder,
-    PassageLikelihoodReorder,
-    ProfileReorder,
-)
-from rag_position.adapters import named_options
+from rag_position._integration import component_rows
+from rag_position.strategies import STRATEGIES
 
-STRATEGIES: dict[str, type[BaseDocumentCompressor]] = {
-    "likelihood_selection": LikelihoodReorder,
-    "convex_score": ConvexScoreReorder,
-    "passage_likelihood": PassageLikelihoodReorder,
-    "passage_likelihood_profile": PassageLikelihoodReorder,  # placement="profile"
-    "profile": ProfileReorder,
-    "edge": EdgeReorder,
+COMPONENTS: dict[str, type[BaseDocumentCompressor]] = {
+    name: getattr(compressors, row.component) for name, row in component_rows().items()
 }
-"""Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``
-(``passage_likelihood_profile`` fixes ``placement="profile"``:
-``rag_position.adapters.named_options``)."""
+"""Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``: every
+row of the strategy table with a ``component`` (``passage_likelihood_profile`` builds
+``PassageLikelihoodReorder`` with the ``placement="profile"`` its row fixes)."""
 
 
 class PositionAwareRetriever(BaseRetriever):
@@ -73,17 +63,18 @@ class PositionAwareRetriever(BaseRetriever):
     def _build(self) -> PositionAwareRetriever:
         strategy = self.strategy
         if isinstance(strategy, str):
-            if strategy not in STRATEGIES:
+            if strategy not in COMPONENTS:
                 raise ValueError(
-                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGIES))} "
+                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(COMPONENTS))} "
                     "(or pass a compressor or document transformer)"
                 )
             options = dict(self.strategy_options)
             if self.scorer is not None:
-                if strategy == "edge":
-                    raise ValueError("strategy 'edge' uses no model: leave out `scorer`")
+                if not {"scorer"} & {*STRATEGIES[strategy].needs, *STRATEGIES[strategy].uses}:
+                    raise ValueError(f"strategy {strategy!r} uses no model: leave out `scorer`")
                 options["scorer"] = self.scorer
-            self._reorderer = STRATEGIES[strategy](**named_options(strategy, options))
+            options = STRATEGIES[strategy].component_options(options)
+            self._reorderer = COMPONENTS[strategy](**options)
         elif isinstance(strategy, (BaseDocumentCompressor, BaseDocumentTransformer)):
             if self.scorer is not None or self.strategy_options:
                 raise ValueError(
@@ -93,7 +84,7 @@ class PositionAwareRetriever(BaseRetriever):
             self._reorderer = strategy
         else:
             raise TypeError(
-                f"`strategy` must be one of {sorted(STRATEGIES)}, a BaseDocumentCompressor or a "
+                f"`strategy` must be one of {sorted(COMPONENTS)}, a BaseDocumentCompressor or a "
                 f"BaseDocumentTransformer, got a {type(strategy).__name__}"
             )
         return self

@@ -26,8 +26,7 @@ from langchain_rag_position._adapters import (
     resolve_generator,
     to_passage,
 )
-from rag_position import fact, medoid_vote, recite_then_solve, sandwich_prompt
-from rag_position.adapters import (
+from rag_position._integration import (
     FactOptions,
     GeneratorOptions,
     MedoidOptions,
@@ -35,8 +34,14 @@ from rag_position.adapters import (
     core_options,
 )
 from rag_position.prompts import QA_QUERY_AWARE_TEMPLATE, fill_template
-from rag_position.strategies import embedding_retrieve
-from rag_position.strategies.sandwich import CHAT_SANDWICH_TEMPLATE
+from rag_position.strategies import (
+    embedding_retrieve,
+    fact,
+    medoid_vote,
+    recite_then_solve,
+    sandwich_prompt,
+)
+from rag_position.strategies._sandwich import CHAT_SANDWICH_TEMPLATE
 
 
 class QuerySandwich(RunnableSerializable[dict[str, Any], PromptValue]):
@@ -231,7 +236,7 @@ class FactRewriter(_Embedding, FactOptions):
 class MedoidVoting(_Embedding, MedoidOptions):
     """Medoid voting (SWiM): answer once per order of the documents, keep the central answer.
 
-    ``k`` orders (the given one first, the others seeded permutations), one batched
+    ``n_orders`` orders (the given one first, the others seeded permutations), one batched
     generation, the answers embedded with ``embeddings``; the answer with the largest
     summed cosine similarity to the others wins, answers saying the context lacks the
     information are left out of the vote when others remain. Output: ``answer``,
@@ -240,7 +245,7 @@ class MedoidVoting(_Embedding, MedoidOptions):
     (``MedoidTrace``), ``cost``. Needs a list of documents, not a context string.
 
     Example:
-        >>> out = MedoidVoting(llm=llm, embeddings=embeddings, k=3).invoke(
+        >>> out = MedoidVoting(llm=llm, embeddings=embeddings, n_orders=3).invoke(
         ...     {"question": q, "documents": docs})
         >>> out["answer"] in out["answers"]
         True

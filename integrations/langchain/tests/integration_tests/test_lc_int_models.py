@@ -78,9 +78,9 @@ def test_fact_and_medoid_on_the_embedded_model(
     core = fact(QUESTION, passages, lc_model, max_iterations=1, max_new_tokens=24,
                 answer_max_new_tokens=8)  # fmt: skip
     assert (out["answer"], out["facts"], out["trace"]) == (core.answer, core.facts, core.trace)
-    vote = MedoidVoting(llm=lc_chat, embeddings=lc_embeddings, k=2, max_new_tokens=8)
+    vote = MedoidVoting(llm=lc_chat, embeddings=lc_embeddings, n_orders=2, max_new_tokens=8)
     got = vote.invoke({"question": QUESTION, "documents": docs})
-    want = medoid_vote(QUESTION, passages, lc_model, lc_embedder, k=2, max_new_tokens=8)
+    want = medoid_vote(QUESTION, passages, lc_model, lc_embedder, n_orders=2, max_new_tokens=8)
     assert got["answers"] == want.answers and got["answer"] == want.answer
     assert got["orders"] == want.orders
     assert got["trace"] == want.trace

@@ -25,9 +25,9 @@ from langchain_rag_position._adapters import to_passage
 from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
-from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS, PassageLikelihoodOptions
+from rag_position._integration import RECORD_KEYS
 from rag_position.models import SpanScore
-from rag_position.strategies import passage_likelihood
+from rag_position.strategies import STRATEGIES, passage_likelihood
 
 GOLD = "Paris is the capital of France."
 # The question's likelihood after each document alone (by its text): Paris best, Madrid next.
@@ -70,7 +70,7 @@ def check_record(out: Sequence[Document], docs: list[Document]) -> list[int]:
         record = d.metadata[METADATA_KEY]
         assert (
             set(record)
-            == {*RECORD_KEYS, *EXTRA_KEYS["passage_likelihood"]}
+            == {*RECORD_KEYS, *STRATEGIES["passage_likelihood"].record_keys}
             == {
                 *RECORD_KEYS,
                 "gold",
@@ -175,7 +175,7 @@ def test_options_are_the_core_functions_names_and_defaults() -> None:
         for p in inspect.signature(passage_likelihood).parameters.values()
         if p.default is not inspect.Parameter.empty
     }
-    assert set(PassageLikelihoodOptions.model_fields) == set(core)
+    assert set(STRATEGIES["passage_likelihood"].option_model.model_fields) == set(core)
     fields = PassageLikelihoodReorder.model_fields
     assert {name: fields[name].default for name in core} == core
     for name in ("scorer", "scorer_kwargs", "metadata_key", "title_key"):

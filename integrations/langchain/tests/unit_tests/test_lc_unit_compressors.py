@@ -23,8 +23,8 @@ from langchain_rag_position import (
 from langchain_rag_position._adapters import to_passage
 from lc_testkit import QUESTION, FirstScorer, GoldScorer, make_docs
 
-from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS
-from rag_position.strategies import convex_score, likelihood_selection
+from rag_position._integration import RECORD_KEYS
+from rag_position.strategies import STRATEGIES, convex_score, likelihood_selection
 
 GOLD = "Paris is the capital of France."
 
@@ -58,8 +58,8 @@ def check_annotated(out: list[Document], docs: list[Document], strategy: str) ->
         assert d.metadata["tags"] is src.metadata["tags"]  # shallow: values shared
         record = d.metadata[METADATA_KEY]
         assert record["strategy"] == strategy and record["rank"] == rank
-        # the one record schema of both integrations (rag_position.adapters.reorder_record)
-        assert set(record) == {*RECORD_KEYS, *EXTRA_KEYS[strategy]}
+        # the one record schema of both integrations (rag_position._integration.reorder_record)
+        assert set(record) == {*RECORD_KEYS, *STRATEGIES[strategy].record_keys}
     return order
 
 
@@ -192,7 +192,7 @@ def test_profile_reorder_by_given_order_scores_and_scorer(tmp_path: Path) -> Non
 def test_profile_reorder_relevance_reaches_the_core(
     relevance: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rag_position.adapters as adapters
+    import rag_position._integration.reorder as adapters
 
     seen: list[dict[str, object]] = []
     real = adapters.profile_reorder

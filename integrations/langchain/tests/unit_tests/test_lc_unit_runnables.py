@@ -136,7 +136,7 @@ def test_medoid_voting_picks_the_central_answer() -> None:
     docs = make_docs(3)
     llm = FakeListChatModel(responses=["Paris", "Paris", "Lyon", "I don't know"])
     emb = DeterministicFakeEmbedding(size=64)  # equal texts, equal vectors
-    out = MedoidVoting(llm=llm, embeddings=emb, k=4, max_concurrency=1).invoke(
+    out = MedoidVoting(llm=llm, embeddings=emb, n_orders=4, max_concurrency=1).invoke(
         {"question": QUESTION, "documents": docs}
     )
     assert out["answers"] == ["Paris", "Paris", "Lyon", "I don't know"]
@@ -148,7 +148,7 @@ def test_medoid_voting_picks_the_central_answer() -> None:
 
 def test_runnables_forward_generation_settings() -> None:
     gen = RecordingGenerator("- Paris is the capital of France.")
-    MedoidVoting(llm=gen, embeddings=DeterministicFakeEmbedding(size=8), k=2, seed=5,
+    MedoidVoting(llm=gen, embeddings=DeterministicFakeEmbedding(size=8), n_orders=2, seed=5,
                  temperature=0.3, max_new_tokens=7).invoke(
         {"question": QUESTION, "documents": make_docs(2)}
     )  # fmt: skip

@@ -119,7 +119,7 @@ def test_medoid_voting_engine_with_both_embedder_paths(
             llm=li_llm,
             embed_model=embed_model,
             similarity_top_k=3,
-            k=3,
+            n_orders=3,
             max_new_tokens=12,
             node_postprocessors=[EdgeReorder()],
         )

@@ -17,17 +17,17 @@ from li_testkit import DOCS, make_nodes
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.rag_position import (
+    COMPONENTS,
     METADATA_KEY,
-    STRATEGY_CLASSES,
     PassageLikelihoodReorder,
     PositionAwareRetriever,
 )
 from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
-from rag_position.adapters import EXTRA_KEYS, RECORD_KEYS, PassageLikelihoodOptions
+from rag_position._integration import RECORD_KEYS
 from rag_position.models import SpanScore
-from rag_position.strategies import PositionProfile, passage_likelihood
+from rag_position.strategies import STRATEGIES, PositionProfile, passage_likelihood
 
 QUESTION = "Who wrote Hamlet?"
 GOLD = DOCS[1][1]  # Hamlet
@@ -77,7 +77,7 @@ def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> li
         record = n.node.metadata[METADATA_KEY]
         assert (
             set(record)
-            == {*RECORD_KEYS, *EXTRA_KEYS["passage_likelihood"]}
+            == {*RECORD_KEYS, *STRATEGIES["passage_likelihood"].record_keys}
             == {
                 *RECORD_KEYS,
                 "gold",
@@ -199,7 +199,7 @@ def test_options_are_the_core_functions_names_and_defaults() -> None:
         for p in inspect.signature(passage_likelihood).parameters.values()
         if p.default is not inspect.Parameter.empty
     }
-    assert set(PassageLikelihoodOptions.model_fields) == set(core)
+    assert set(STRATEGIES["passage_likelihood"].option_model.model_fields) == set(core)
     fields = PassageLikelihoodReorder.model_fields
     assert {name: fields[name].default for name in core} == core
     for name in ("scorer", "scorer_kwargs", "metadata_key", "title_key", "replace_score"):
@@ -250,8 +250,8 @@ class ListRetriever(BaseRetriever):
 
 
 def test_the_retriever_knows_both_names() -> None:
-    assert STRATEGY_CLASSES["passage_likelihood"] is PassageLikelihoodReorder
-    assert STRATEGY_CLASSES["passage_likelihood_profile"] is PassageLikelihoodReorder
+    assert COMPONENTS["passage_likelihood"] is PassageLikelihoodReorder
+    assert COMPONENTS["passage_likelihood_profile"] is PassageLikelihoodReorder
     nodes = make_nodes()
     aware = PositionAwareRetriever(ListRetriever(nodes), "passage_likelihood", scorer=AloneScorer())
     out = aware.retrieve(QUESTION)

@@ -148,7 +148,7 @@ def test_profile_reorder_with_a_scorer_ranks_by_passage_likelihood(tmp_path: Any
 def test_profile_reorder_relevance_reaches_the_core(
     relevance: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rag_position.adapters as adapters
+    import rag_position._integration.reorder as adapters
 
     seen: list[dict[str, Any]] = []
     real = adapters.profile_reorder

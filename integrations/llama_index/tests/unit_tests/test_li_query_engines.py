@@ -155,7 +155,7 @@ def test_medoid_voting_returns_the_central_answer() -> None:
     model = EchoModel(["Shakespeare wrote Hamlet", "I don't know", "Hamlet by Shakespeare"])
     embedder = WordEmbedder(["shakespeare", "hamlet", "wrote", "by", "know"])
     engine = MedoidVotingQueryEngine(
-        retriever=ListRetriever(nodes), llm=model, embed_model=embedder, k=3, seed=1
+        retriever=ListRetriever(nodes), llm=model, embed_model=embedder, n_orders=3, seed=1
     )
     response = engine.query(QUESTION)
     info = response.metadata[METADATA_KEY]
@@ -202,7 +202,7 @@ def test_async_queries_match_sync() -> None:
                 retriever=retriever,
                 llm=EchoModel(["a", "b", "a"]),
                 embed_model=WordEmbedder(vocabulary),
-                k=3,
+                n_orders=3,
                 node_postprocessors=[EdgeReorder()],
             ),
         ]

@@ -33,7 +33,6 @@ from llama_index.postprocessor.rag_position.base import (
     LikelihoodReorder,
     PassageLikelihoodReorder,
     ProfileReorder,
-    as_position_profile,
 )
 from llama_index.postprocessor.rag_position.query_engines import (
     FactQueryEngine,
@@ -42,13 +41,13 @@ from llama_index.postprocessor.rag_position.query_engines import (
     ReciteThenSolveQueryEngine,
 )
 from llama_index.postprocessor.rag_position.retriever import (
-    STRATEGY_CLASSES,
+    COMPONENTS,
     PositionAwareRetriever,
 )
 
 __all__ = [
+    "COMPONENTS",
     "METADATA_KEY",
-    "STRATEGY_CLASSES",
     "ConvexScoreReorder",
     "EdgeReorder",
     "FactQueryEngine",
@@ -63,7 +62,6 @@ __all__ = [
     "RagPositionEmbedding",
     "RagPositionLLM",
     "ReciteThenSolveQueryEngine",
-    "as_position_profile",
     "openai_scorer",
     "resolve_embedder",
     "resolve_generator",

@@ -1,6 +1,6 @@
 """Node helpers shared by the postprocessors and query engines: views and annotated copies.
 
-The record written on each node comes from :func:`rag_position.adapters.reorder_records`
+The record written on each node comes from :func:`rag_position._integration.reorder_records`
 (the same record the LangChain compressors write). Nothing here mutates a node, a
 ``NodeWithScore`` or a list it was given.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from rag_position import adapters as core
-from rag_position.adapters import METADATA_KEY
+from rag_position import _integration as core
+from rag_position._integration import METADATA_KEY
 from rag_position.passages import Passage
 
 
@@ -94,7 +94,7 @@ def reorder_nodes(
 
     With a key, each returned item is a new ``NodeWithScore`` around a shallow copy of
     the node whose ``metadata`` is a new dict ``{**old, key: record}`` (the record of
-    :func:`rag_position.adapters.reorder_record`), with the key added to the copy's
+    :func:`rag_position._integration.reorder_record`), with the key added to the copy's
     ``excluded_llm_metadata_keys`` and ``excluded_embed_metadata_keys`` so it never
     reaches a prompt or an embedding. ``metadata_key=None``: the caller's own objects,
     in the new order. The strategy's score becomes the ``NodeWithScore.score`` only

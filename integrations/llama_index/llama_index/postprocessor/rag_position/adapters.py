@@ -9,10 +9,10 @@ embedded SmolLM2) and :class:`RagPositionEmbedding` (a ``BaseEmbedding`` over ou
 embedder, e.g. the embedded all-MiniLM-L6-v2).
 
 The ``resolve_*`` functions turn what a user passes as ``scorer=`` / ``llm=`` /
-``embed_model=`` into a :class:`rag_position.adapters.LazyModel`: objects are
+``embed_model=`` into a :class:`rag_position._integration.LazyModel`: objects are
 checked at once (a clear ``TypeError`` when they cannot do the job); spec strings are
 checked for form at once and loaded on first use, once per component. The
-framework-free part is :mod:`rag_position.adapters`, shared with the LangChain package.
+framework-free part is :mod:`rag_position._integration`, shared with the LangChain package.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
-from rag_position import adapters as core
-from rag_position.adapters import LazyModel, check_spec, cut_at_stop
+from rag_position import _integration as core
+from rag_position._integration import LazyModel, check_spec, cut_at_stop
 from rag_position.errors import ModelSpecError
 from rag_position.models import Embedder, Generator, Scorer, load_embedder, load_model
 
@@ -69,7 +69,7 @@ DEFAULT_PARAM_NAMES: Mapping[str, str | None] = {
 
 # ---------------------------------------------------------------------------- resolving
 def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) -> LazyModel[Scorer]:
-    """What ``scorer=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of a ``Scorer``.
+    """What ``scorer=`` accepts, as a :class:`~rag_position._integration.LazyModel` of a ``Scorer``.
 
     Raises ``TypeError`` naming the object when it cannot score (e.g. ``MockLLM``).
 
@@ -86,7 +86,7 @@ def resolve_scorer(scorer: Any, load_kwargs: Mapping[str, Any] | None = None) ->
 def resolve_generator(
     llm: Any, load_kwargs: Mapping[str, Any] | None = None
 ) -> LazyModel[Generator]:
-    """What ``llm=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of a ``Generator``.
+    """What ``llm=`` accepts, as a :class:`~rag_position._integration.LazyModel` of a ``Generator``.
 
     A :class:`RagPositionLLM` is unwrapped (our model, batched); any other LlamaIndex
     ``LLM`` goes through :class:`LlamaIndexGenerator`.
@@ -103,7 +103,7 @@ def resolve_generator(
 def resolve_embedder(
     embed_model: Any, load_kwargs: Mapping[str, Any] | None = None
 ) -> LazyModel[Embedder]:
-    """What ``embed_model=`` accepts, as a :class:`~rag_position.adapters.LazyModel` of an
+    """What ``embed_model=`` accepts, as a :class:`~rag_position._integration.LazyModel` of an
     ``Embedder``.
 
     Example:
@@ -153,7 +153,7 @@ def openai_scorer(llm: Any) -> Scorer:
 
     ``llm`` is an OpenAI-compatible LlamaIndex LLM (``OpenAILike``, ``OpenAI``): its
     ``api_base``, ``model``, ``api_key``, ``timeout``, ``max_retries`` and
-    ``is_chat_model`` go to :func:`rag_position.adapters.openai_scorer`. The server
+    ``is_chat_model`` go to :func:`rag_position._integration.openai_scorer`. The server
     must return prompt log-probabilities (vLLM and ``rag-position serve`` do); scoring
     raises ``ScoringUnsupportedError`` on first use otherwise. Nothing is sent here.
 

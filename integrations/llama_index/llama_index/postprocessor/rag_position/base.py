@@ -6,9 +6,9 @@ alone scored, the top one first), :class:`ProfileReorder` (placement by a model'
 position profile) and :class:`EdgeReorder` (edge placement; ``mode="llamaindex"`` is
 ``LongContextReorder`` exactly). Each returns the nodes it was given, in a new order,
 with what it found written under one metadata key (``"rag_position"``): the record of
-:func:`rag_position.adapters.reorder_record`, ``{"strategy", "score", "rank",
+:func:`rag_position._integration.reorder_record`, ``{"strategy", "score", "rank",
 "original_rank", **extras}``, the same keys the LangChain compressors write. Option
-names and defaults are the core strategy functions' (:mod:`rag_position.adapters`).
+names and defaults are the core strategy functions' (:mod:`rag_position._integration`).
 Async comes through the base class (``apostprocess_nodes`` runs ``_postprocess_nodes``
 in a thread).
 """
@@ -29,27 +29,19 @@ from llama_index.postprocessor.rag_position._nodes import (
 )
 from llama_index.postprocessor.rag_position.adapters import resolve_scorer
 
-from rag_position import adapters as core
-from rag_position.adapters import (
-    ConvexOptions,
+from rag_position import _integration as core
+from rag_position._integration import (
     EdgeOptions,
     LazyModel,
-    LikelihoodOptions,
-    PassageLikelihoodOptions,
     ProfileOptions,
     ReorderOptions,
     ScorerOptions,
     profile_to_json,
-    to_profile,
 )
 from rag_position.models import Scorer
 from rag_position.passages import Passage
-from rag_position.strategies import (
-    PositionProfile,
-    convex_score,
-    likelihood_selection,
-    passage_likelihood,
-)
+from rag_position.strategies import PositionProfile, StrategySpec
+from rag_position.strategies.profiles import as_profile
 
 
 class _RagPositionReorder(BaseNodePostprocessor, ReorderOptions):
@@ -118,136 +110,81 @@ class _ScoringReorder(_RagPositionReorder, ScorerOptions):
         return None if self._scorer is None else self._scorer.get()
 
 
-class LikelihoodReorder(_ScoringReorder, LikelihoodOptions):
-    """Likelihood selection: the candidate order under which the question is most likely.
+class TableReorder(_ScoringReorder):
+    """A postprocessor built from its row of the strategy table (see :func:`table_postprocessor`).
 
-    Scores ``n_orders`` seeded candidate orders (the retriever's order among them by
-    default, so it is kept unless another order beats it) in one batched call and
-    returns the nodes in the winning order. The metadata ``score`` and
-    ``question_loglik`` hold the winning order's mean log-likelihood (the same on
-    every node; ``None`` for a single node, which is not scored).
-
-    Example:
-        >>> reorder = LikelihoodReorder(scorer="embedded", n_orders=4)
-        >>> engine = index.as_query_engine(node_postprocessors=[reorder])
+    The options are the row's ``option_model`` (the core function's keywords), checked at
+    construction by the row's ``check``; the record extras are the row's ``record_keys``.
     """
 
-    strategy_name: ClassVar[str] = "likelihood_selection"
-
-    @classmethod
-    def class_name(cls) -> str:
-        """The LlamaIndex serialisation name."""
-        return "RagPositionLikelihoodReorder"
-
-    def _order(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> core.Reordering:
-        return core.likelihood_reordering(
-            question_of(query_bundle, type(self).__name__),
-            self._passages(nodes),
-            self._scorer,
-            **core.core_options(self, likelihood_selection),
-        )
-
-
-class ConvexScoreReorder(_ScoringReorder, ConvexOptions):
-    """ConvexScore: find the gold node by how the question's likelihood bends with position.
-
-    N rotations of one seeded order put every node at every position once (N scoring
-    passes for N nodes); the node whose likelihood curve rises most at the two ends
-    is the gold candidate and goes first (``placement="first"``, the paper), last, or
-    to a position profile's best slot (``placement="profile"`` with ``profile=``).
-    The metadata ``score`` is each node's ConvexScore, ``gold`` marks the candidate.
-
-    Example:
-        >>> reorder = ConvexScoreReorder(scorer="embedded")
-        >>> engine = index.as_query_engine(node_postprocessors=[reorder])
-    """
-
-    strategy_name: ClassVar[str] = "convex_score"
+    row: ClassVar[StrategySpec]
 
     replace_score: bool = Field(
         default=False,
-        description="Set NodeWithScore.score to the ConvexScore (default: keep the retriever's).",
+        description="Set NodeWithScore.score to the strategy's score (default: the retriever's).",
     )
-    _profile: PositionProfile | None = PrivateAttr(default=None)
+    _resolved: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def class_name(cls) -> str:
         """The LlamaIndex serialisation name."""
-        return "RagPositionConvexScoreReorder"
+        return "RagPosition" + cls.__name__
 
     def _setup(self) -> None:
-        """Check the scorer and the profile now."""
-        self._profile = core.convex_profile(self)
+        """Check the options (a profile file is read now) and the scorer."""
+        if self.row.check is not None:
+            self._resolved = self.row.check(self._own_options())
         super()._setup()
 
-    @field_serializer("profile")
+    @field_serializer("profile", check_fields=False)
     def _serialize_profile(self, profile: Any) -> Any:
         return profile_to_json(profile)
+
+    def _own_options(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.row.option_model.model_fields}
+
+    def core_options(self) -> dict[str, Any]:
+        """The options the core function receives (a profile resolved)."""
+        return {**self._own_options(), **self._resolved}
 
     def _order(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> core.Reordering:
-        return core.convex_reordering(
+        return core.reordering(
+            self.row,
             question_of(query_bundle, type(self).__name__),
             self._passages(nodes),
             self._scorer,
-            **core.core_options(self, convex_score, profile=self._profile),
+            **self.core_options(),
         )
 
 
-class PassageLikelihoodReorder(_ScoringReorder, PassageLikelihoodOptions):
-    """Passage likelihood: the node that alone makes the question most likely goes first.
+def table_postprocessor(component: str) -> type[TableReorder]:
+    """The node postprocessor of the strategy table's row whose ``component`` is
+    ``component``; its options and defaults are the core function's."""
+    row = core.component_row(component)
+    namespace = {
+        "__module__": __name__,
+        "__qualname__": row.component,
+        "__doc__": core.component_doc(row, _USE),
+        "row": row,
+        "strategy_name": row.name,
+    }
+    made: type[TableReorder] = type(row.component, (TableReorder, row.option_model), namespace)
+    return made
 
-    One prompt per node, with that node alone (N short prompts in one batched scoring
-    call: about one full prompt of tokens), scored by the question's mean
-    log-likelihood; the top node is the gold candidate and goes first
-    (``placement="first"``), last, or down a position profile (``placement="profile"``
-    with ``profile=``: the k-th ranked node at the profile's k-th best position). The
-    metadata ``score`` is each node's mean log-likelihood, ``gold`` marks the candidate.
-    On the embedded model it identified the gold node ~90% of the time (86 questions)
-    at about one full prompt of scoring tokens, against ConvexScore's 25% at ten.
 
-    Example:
-        >>> reorder = PassageLikelihoodReorder(scorer="embedded")
-        >>> engine = index.as_query_engine(node_postprocessors=[reorder])
-    """
+_USE = """A LlamaIndex ``BaseNodePostprocessor``: in ``node_postprocessors=[...]`` of a query
+engine, or through ``postprocess_nodes(nodes, query_str=...)``; it returns the nodes in
+the new order, with ``metadata["rag_position"]`` (see the module doc).
 
-    strategy_name: ClassVar[str] = "passage_likelihood"
+Example:
+    >>> reorder = {name}(scorer="embedded")
+    >>> engine = index.as_query_engine(node_postprocessors=[reorder])"""
 
-    replace_score: bool = Field(
-        default=False,
-        description=(
-            "Set NodeWithScore.score to the node's mean log-likelihood (default: keep the "
-            "retriever's)."
-        ),
-    )
-    _profile: PositionProfile | None = PrivateAttr(default=None)
-
-    @classmethod
-    def class_name(cls) -> str:
-        """The LlamaIndex serialisation name."""
-        return "RagPositionPassageLikelihoodReorder"
-
-    def _setup(self) -> None:
-        """Check the scorer and the profile now."""
-        self._profile = core.placement_profile(self)
-        super()._setup()
-
-    @field_serializer("profile")
-    def _serialize_profile(self, profile: Any) -> Any:
-        return profile_to_json(profile)
-
-    def _order(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> core.Reordering:
-        return core.passage_likelihood_reordering(
-            question_of(query_bundle, type(self).__name__),
-            self._passages(nodes),
-            self._scorer,
-            **core.core_options(self, passage_likelihood, profile=self._profile),
-        )
+LikelihoodReorder = table_postprocessor("LikelihoodReorder")
+ConvexScoreReorder = table_postprocessor("ConvexScoreReorder")
+PassageLikelihoodReorder = table_postprocessor("PassageLikelihoodReorder")
 
 
 class ProfileReorder(_ScoringReorder, ProfileOptions):
@@ -284,7 +221,7 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
 
     def _setup(self) -> None:
         """Load the profile and check the scorer now."""
-        self._profile = to_profile(self.profile)
+        self._profile = as_profile(self.profile)
         core.check_profile_options(self.score_key, self.scorer, self.convex_options, self.relevance)
         if self.scorer is not None:
             super()._setup()
@@ -370,8 +307,3 @@ class EdgeReorder(_RagPositionReorder, EdgeOptions):
 def _metadata_scores(nodes: list[NodeWithScore], key: str) -> list[float | None]:
     scores: list[float | None] = core.read_scores([n.node.metadata for n in nodes], key, "nodes")
     return scores
-
-
-as_position_profile = to_profile
-"""A :class:`PositionProfile` from a profile, its JSON file, or a list of values
-(:func:`rag_position.adapters.to_profile`)."""

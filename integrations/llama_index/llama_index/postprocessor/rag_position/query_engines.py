@@ -24,8 +24,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position._nodes import METADATA_KEY, node_passage
 from llama_index.postprocessor.rag_position.adapters import resolve_embedder, resolve_generator
 
-from rag_position import adapters as core
-from rag_position.adapters import (
+from rag_position import _integration as core
+from rag_position._integration import (
     FactOptions,
     GeneratorOptions,
     LazyModel,
@@ -33,7 +33,7 @@ from rag_position.adapters import (
     ReciteOptions,
     core_options,
 )
-from rag_position.cost import Cost, spent_by
+from rag_position.cost import Cost, spent_by, spent_or_sent
 from rag_position.errors import BackendError
 from rag_position.models import Embedder, Generator
 from rag_position.passages import Passage
@@ -262,14 +262,15 @@ class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
 class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
     """Medoid voting: answer once per seeded order of the nodes, return the central answer.
 
-    ``k`` prompts (the retrieved order first, then distinct permutations drawn with
+    ``n_orders`` prompts (the retrieved order first, then distinct permutations drawn with
     ``seed``) go to the ``llm``; answers saying the context lacks the information are
     set aside when others remain; the answer with the largest summed cosine similarity
     to the others (by ``embed_model``) wins. ``metadata["rag_position"]``: the core
     ``MedoidTrace``, ``answers``, ``orders``, ``similarities`` and the cost.
 
     Example:
-        >>> engine = MedoidVotingQueryEngine.from_index(index, llm=llm, embed_model=embed, k=3)
+        >>> engine = MedoidVotingQueryEngine.from_index(
+        ...     index, llm=llm, embed_model=embed, n_orders=3)
         >>> engine.query("Who wrote Hamlet?").metadata["rag_position"]["answers"]
     """
 
@@ -318,12 +319,11 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
 
 def _generate(generator: Generator, prompts: list[str], **options: Any) -> tuple[list[str], Cost]:
     """``generator.generate`` and what it spent (its own calls, metered per call
-    (:func:`rag_position.cost.spent_by`), else the prompts sent and the wall time)."""
+    (:func:`rag_position.cost.spent_by`), else the prompts sent and the wall time:
+    :func:`rag_position.cost.spent_or_sent`)."""
     start = time.perf_counter()
     with spent_by(generator) as spend:
         texts = generator.generate(prompts, **options)
     if len(texts) != len(prompts):
         raise BackendError(f"the llm returned {len(texts)} texts for {len(prompts)} prompts")
-    if spend.cost is not None:
-        return list(texts), spend.cost
-    return list(texts), Cost(lm_calls=len(prompts), seconds=time.perf_counter() - start)
+    return list(texts), spent_or_sent(spend.cost, len(prompts), time.perf_counter() - start)

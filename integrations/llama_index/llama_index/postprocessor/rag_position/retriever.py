@@ -9,34 +9,24 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.postprocessor.rag_position.base import (
-    ConvexScoreReorder,
-    EdgeReorder,
-    LikelihoodReorder,
-    PassageLikelihoodReorder,
-    ProfileReorder,
-)
+from llama_index.postprocessor.rag_position import base
 
-from rag_position.adapters import named_options
+from rag_position._integration import component_rows
+from rag_position.strategies import STRATEGIES
 
-STRATEGY_CLASSES: Mapping[str, type[BaseNodePostprocessor]] = {
-    "likelihood_selection": LikelihoodReorder,
-    "convex_score": ConvexScoreReorder,
-    "passage_likelihood": PassageLikelihoodReorder,
-    "passage_likelihood_profile": PassageLikelihoodReorder,  # placement="profile"
-    "profile": ProfileReorder,
-    "edge": EdgeReorder,
+COMPONENTS: Mapping[str, type[BaseNodePostprocessor]] = {
+    name: getattr(base, row.component) for name, row in component_rows().items()
 }
-"""Strategy names :class:`PositionAwareRetriever` accepts, and the postprocessor each builds
-(``passage_likelihood_profile`` fixes ``placement="profile"``:
-:func:`rag_position.adapters.named_options`)."""
+"""Strategy name -> postprocessor class, for ``PositionAwareRetriever(strategy=<name>)``:
+every row of the strategy table with a ``component`` (``passage_likelihood_profile``
+builds ``PassageLikelihoodReorder`` with the ``placement="profile"`` its row fixes)."""
 
 
 class PositionAwareRetriever(BaseRetriever):
     """Wraps any ``BaseRetriever``: its nodes come back reordered by a chosen strategy.
 
     ``strategy``: one of our postprocessors (or any ``BaseNodePostprocessor``), or a
-    name from :data:`STRATEGY_CLASSES` (``"likelihood_selection"``, ``"convex_score"``,
+    name from :data:`COMPONENTS` (``"likelihood_selection"``, ``"convex_score"``,
     ``"passage_likelihood"``, ``"passage_likelihood_profile"`` (``placement="profile"``:
     give ``profile=``), ``"profile"``, ``"edge"``) built with ``**options`` (e.g.
     ``scorer=``, ``profile=``). The query goes to the strategy, so likelihood-based ones score the
@@ -64,12 +54,13 @@ class PositionAwareRetriever(BaseRetriever):
                 f"{type(retriever).__name__}"
             )
         if isinstance(strategy, str):
-            if strategy not in STRATEGY_CLASSES:
+            if strategy not in COMPONENTS:
                 raise ValueError(
-                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGY_CLASSES))}"
+                    f"unknown strategy {strategy!r}; known: {', '.join(sorted(COMPONENTS))}"
                     " (or pass a node postprocessor)"
                 )
-            postprocessor = STRATEGY_CLASSES[strategy](**named_options(strategy, options))
+            options = STRATEGIES[strategy].component_options(options)
+            postprocessor = COMPONENTS[strategy](**options)
         elif isinstance(strategy, BaseNodePostprocessor):
             if options:
                 raise ValueError(

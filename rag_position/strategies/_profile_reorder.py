@@ -25,8 +25,8 @@ from rag_position.strategies._base import (
     own_score,
     reordered,
 )
-from rag_position.strategies.alone import passage_likelihood
-from rag_position.strategies.convex import convex_score
+from rag_position.strategies._convex_score import convex_score
+from rag_position.strategies._passage_likelihood import passage_likelihood
 from rag_position.strategies.profiles import ProfileLike, as_profile, place
 
 T = TypeVar("T")
@@ -56,10 +56,10 @@ def profile_reorder(
     or ``"convex_score"`` (ConvexScore's scores; ``convex_options`` and ``seed`` go
     to :func:`~rag_position.strategies.convex_score`); the scoring's cost is this
     result's. Then the passages' own retriever scores when every passage has one;
-    else the given order (first most relevant). Passage likelihood is the default
-    because, measured on the embedded model, it identifies the gold passage 89% of
-    the time at about one full prompt of scoring tokens, where ConvexScore with one
-    base order finds it 25% of the time at N full prompts. ``convex_options`` with
+    else the given order (first most relevant). Passage likelihood is the default:
+    it costs about one full prompt of scoring tokens where ConvexScore costs N full
+    prompts, and it identifies the gold passage more often (README, "Measured:
+    identifying the gold passage, by design and cost"). ``convex_options`` with
     another relevance (or without a scorer, or with ``scores``) and an unknown
     ``relevance`` are a ``ValueError``. ``profile`` (a :class:`PositionProfile` or
     its JSON file) is interpolated to the number of passages; the whole ranking goes

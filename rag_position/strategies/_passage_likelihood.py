@@ -2,11 +2,11 @@
 
 ConvexScore finds the gold passage from how the question's likelihood moves as every
 passage is rotated through every position of the full prompt: N full prompts for
-one rotation set, and on the embedded model one set finds the gold 25% of the time,
-four sets (4N prompts) 55%. Scoring each passage ALONE asks the same model the
-direct question (which passage makes this question most likely?) in N prompts of
-one passage each, about one full prompt's worth of tokens in all, and on the
-embedded model it finds the gold far more often (``benchmarks/ordering.py designs``).
+one rotation set, more for more sets. Scoring each passage ALONE asks the same model
+the direct question (which passage makes this question most likely?) in N prompts
+of one passage each, about one full prompt's worth of tokens in all; how often each
+finds the gold is in the README, "Measured: identifying the gold passage, by design
+and cost" (``benchmarks/ordering.py designs``).
 The idea is LongLLMLingua's coarse ranking (Jiang et al., 2024: the question's
 perplexity conditioned on each document), here with the QA prompt the reader uses.
 """
@@ -14,7 +14,7 @@ perplexity conditioned on each document), here with the QA prompt the reader use
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer, Span
@@ -27,7 +27,15 @@ from rag_position.strategies._base import (
     score_prompts,
     to_passages,
 )
-from rag_position.strategies.gauge import check_template
+from rag_position.strategies._options import (
+    LOOSE,
+    PLACEMENT_DOC,
+    PROFILE_DOC,
+    REST_DOC,
+    TEMPLATE_DOC,
+    opt,
+)
+from rag_position.strategies._question_likelihood import check_template
 from rag_position.strategies.profiles import Placement, ProfileLike, Rest, check_placement, place
 
 T = TypeVar("T")
@@ -38,10 +46,10 @@ def passage_likelihood(
     passages: Sequence[T],
     scorer: Scorer,
     *,
-    placement: Placement = "first",
-    rest: Rest | None = None,
-    profile: ProfileLike | None = None,
-    template: str | None = None,
+    placement: Annotated[Placement, opt(PLACEMENT_DOC)] = "first",
+    rest: Annotated[Rest | None, opt(REST_DOC)] = None,
+    profile: Annotated[ProfileLike | None, opt(PROFILE_DOC), LOOSE] = None,
+    template: Annotated[str | None, opt(TEMPLATE_DOC)] = None,
 ) -> OrderingResult[T]:
     """Rank passages by the question's mean log-likelihood after each one alone; place them.
 
@@ -52,9 +60,8 @@ def passage_likelihood(
     (at the ``profile``'s best position). ``rest``: ``"keep"`` (default, for every
     placement: the other passages keep the order they came in) or ``"scores"`` (they
     follow their scores away from the top one; down the profile's ranking for
-    ``"profile"``). Measured on the embedded model (200 questions, README): the
-    candidate at its best position with the rest kept, 28.0%; with the rest down the
-    profile, 15.0% on 20 questions: the likeliest distractors next to the gold hurt.
+    ``"profile"``); the README compares the two ("Measured: identifying the gold
+    passage, by design and cost").
     ``result.scores``: each passage's mean log-likelihood. Ties go to the earlier
     passage. 0 or 1 passages: returned as they are at zero cost.
 

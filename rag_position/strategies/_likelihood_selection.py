@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer
@@ -23,7 +23,8 @@ from rag_position.strategies._base import (
     distinct_orders,
     reordered,
 )
-from rag_position.strategies.gauge import check_template, question_likelihood
+from rag_position.strategies._options import QUERY_AWARE_DOC, TEMPLATE_DOC, opt
+from rag_position.strategies._question_likelihood import check_template, question_likelihood
 
 T = TypeVar("T")
 
@@ -47,11 +48,13 @@ def likelihood_selection(
     passages: Sequence[T],
     scorer: Scorer,
     *,
-    n_orders: int | None = None,
-    seed: int = 0,
-    include_given: bool = True,
-    template: str | None = None,
-    query_aware: bool = False,
+    n_orders: Annotated[
+        int | None, opt("Candidate orders to score (default: one per passage).", ge=1)
+    ] = None,
+    seed: Annotated[int, opt("Seed of the candidate orders.")] = 0,
+    include_given: Annotated[bool, opt("Make the given order the first candidate.")] = True,
+    template: Annotated[str | None, opt(TEMPLATE_DOC)] = None,
+    query_aware: Annotated[bool, opt(QUERY_AWARE_DOC)] = False,
 ) -> SelectionResult[T]:
     """The candidate order with the highest question likelihood.
 

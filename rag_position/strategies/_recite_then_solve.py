@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from rag_position.models.protocols import Generator, Span
 from rag_position.passages import Passage, check_text
@@ -27,6 +27,7 @@ from rag_position.strategies._align import (
     similarity,
 )
 from rag_position.strategies._base import AnswerResult, check_question
+from rag_position.strategies._options import opt
 
 RECITE_TEXT_TEMPLATE = (
     "Read the question based on the given text. Choose the sentences most relevant to the "
@@ -131,10 +132,15 @@ def recite_then_solve(
     passages_or_context: str | Sequence[Passage | str | Mapping[str, Any]],
     generator: Generator,
     *,
-    fallback: Literal["context", "none"] = "context",
-    threshold: float = RECITE_THRESHOLD,
-    max_new_tokens: int = 256,
-    answer_max_new_tokens: int = 64,
+    fallback: Annotated[
+        Literal["context", "none"],
+        opt("Nothing usable recited: answer from the full context, or not at all."),
+    ] = "context",
+    threshold: Annotated[
+        float, opt("Similarity a recited block needs to ground.", gt=0.0, le=1.0)
+    ] = RECITE_THRESHOLD,
+    max_new_tokens: Annotated[int, opt("Tokens for the recitation.", ge=1)] = 256,
+    answer_max_new_tokens: Annotated[int, opt("Tokens for the answer.", ge=1)] = 64,
 ) -> ReciteResult:
     """Recite the relevant evidence, ground it in the source, answer from it alone.
 

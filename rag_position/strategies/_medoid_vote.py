@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from rag_position.strategies._base import (
     check_seed,
     distinct_orders,
 )
+from rag_position.strategies._options import CORE_ONLY, opt
 
 DEFAULT_ABSENCE_PHRASES: tuple[str, ...] = (
     "no information",
@@ -79,7 +80,7 @@ class MedoidResult(AnswerResult):
 
     Example::
 
-        result = medoid_vote(question, docs, load_model("embedded"), load_embedder(), k=3)
+        result = medoid_vote(question, docs, load_model("embedded"), load_embedder(), n_orders=3)
         result.answer, result.answers, result.orders, result.similarities, result.cost.lm_calls
     """
 
@@ -95,33 +96,35 @@ def medoid_vote(
     generator: Generator,
     embedder: Embedder,
     *,
-    k: int = 3,
-    seed: int = 0,
-    temperature: float = 0.0,
-    permute: bool = True,
-    absence_phrases: Sequence[str] = DEFAULT_ABSENCE_PHRASES,
-    max_new_tokens: int = 64,
+    n_orders: Annotated[int, opt("Orders, hence answers.", ge=1)] = 3,
+    seed: Annotated[int, opt("Seed of the permutations.")] = 0,
+    temperature: Annotated[float, opt("Sampling temperature.", ge=0.0)] = 0.0,
+    permute: Annotated[bool, CORE_ONLY] = True,
+    absence_phrases: Annotated[
+        Sequence[str], opt("Lower-case phrases marking an answer as 'the context lacks it'.")
+    ] = DEFAULT_ABSENCE_PHRASES,
+    max_new_tokens: Annotated[int, opt("Tokens per answer.", ge=1)] = 64,
 ) -> MedoidResult:
-    """The medoid of ``k`` answers, one per order of ``passages``, in one batched call.
+    """The medoid of ``n_orders`` answers, one per order of ``passages``, in one batched call.
 
-    The first order is the given one (so ``k=1`` is a plain single run); the others are
-    distinct permutations drawn with ``seed`` (repeated in turn when ``k`` exceeds
-    ``n!``; with ``temperature > 0`` such repeats still give different samples). Ties
-    go to the lowest index. ``permute=False`` keeps the given order for all ``k`` runs:
-    the paper's control, which only resamples (it needs ``temperature > 0`` when
-    ``k > 1``; each sample is its own call, seeded ``seed + i``). A failed model call
-    raises :class:`StrategyError` with the trace so far.
+    The first order is the given one (so ``n_orders=1`` is a plain single run); the
+    others are distinct permutations drawn with ``seed`` (repeated in turn when
+    ``n_orders`` exceeds ``n!``; with ``temperature > 0`` such repeats still give
+    different samples). Ties go to the lowest index. ``permute=False`` keeps the given
+    order for all ``n_orders`` runs: the paper's control, which only resamples (it needs
+    ``temperature > 0`` when ``n_orders > 1``; each sample is its own call, seeded
+    ``seed + i``). A failed model call raises :class:`StrategyError` with the trace so far.
 
     Example::
 
         model, embedder = load_model("embedded"), load_embedder("embedded")
         docs = ["Paris is the capital of France.", "Rome is the capital of Italy."]
-        result = medoid_vote("What is the capital of France?", docs, model, embedder, k=3)
+        result = medoid_vote("What is the capital of France?", docs, model, embedder, n_orders=3)
         result.answer                              # the medoid of the 3 answers
         result.answers[result.trace.chosen] == result.answer, result.cost.lm_calls
     """
     check_question(question)
-    check_count(k, "k")
+    check_count(n_orders, "n_orders")
     seed = check_seed(seed)
     if isinstance(passages, (str, bytes, Mapping)):
         raise TypeError("`passages` must be a sequence of passages (medoid voting permutes them)")
@@ -129,17 +132,17 @@ def medoid_vote(
     if not docs or not any(p.text.strip() for p in docs):
         raise ValueError("no passages with text were given: there is nothing to answer from")
     phrases = [p.lower() for p in absence_phrases]
-    if not permute and k > 1 and temperature <= 0:
+    if not permute and n_orders > 1 and temperature <= 0:
         raise ValueError(
-            "permute=False with temperature 0 gives k identical greedy answers: "
+            "permute=False with temperature 0 gives n_orders identical greedy answers: "
             "resampling at a fixed order needs temperature > 0"
         )
     if permute:
         first = list(range(len(docs)))
-        distinct = distinct_orders(len(docs), k, random.Random(seed), first=first)
+        distinct = distinct_orders(len(docs), n_orders, random.Random(seed), first=first)
     else:
         distinct = [list(range(len(docs)))]
-    orders = [list(distinct[i % len(distinct)]) for i in range(k)]
+    orders = [list(distinct[i % len(distinct)]) for i in range(n_orders)]
     prompts = [render_qa(question, [docs[i] for i in order]) for order in orders]
     meter = Meter(generator)
     try:
@@ -148,7 +151,7 @@ def medoid_vote(
                 prompts, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
             )
         else:  # one call per sample, each with its own seed: a server seeds per request,
-            # so one batch of identical prompts would come back as k identical samples
+            # so one batch of identical prompts would come back as identical samples
             raw = [
                 meter.generate(
                     [prompt], max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + i
@@ -157,7 +160,7 @@ def medoid_vote(
             ]
         answers = [a.strip() for a in raw]
         absent = [i for i, a in enumerate(answers) if is_absent(a, phrases)]
-        voters = [i for i in range(k) if i not in absent] or list(range(k))
+        voters = [i for i in range(n_orders) if i not in absent] or list(range(n_orders))
         sums = _summed_similarities([answers[i] for i in voters], embedder)
     except Exception as exc:
         partial = MedoidTrace(prompts=prompts, absent=[], voters=[])
@@ -165,7 +168,7 @@ def medoid_vote(
     top = max(sums)
     best = next(j for j, s in enumerate(sums) if s >= top - TIE_TOLERANCE)
     chosen = voters[best]
-    similarities: list[float | None] = [None] * k
+    similarities: list[float | None] = [None] * n_orders
     for j, i in enumerate(voters):
         similarities[i] = sums[j]
     trace = MedoidTrace(prompts=prompts, absent=absent, voters=voters, chosen=chosen)

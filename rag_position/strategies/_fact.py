@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from rag_position.strategies._align import (
     similarity,
 )
 from rag_position.strategies._base import AnswerResult, check_count, check_question
+from rag_position.strategies._options import CORE_ONLY, As, opt
 
 Retrieve = Callable[[str, str], Sequence[str]]
 """``retrieve(question, context) -> candidate facts``."""
@@ -118,15 +119,21 @@ def fact(
     passages_or_context: str | Sequence[Passage | str | Mapping[str, Any]],
     generator: Generator,
     *,
-    max_iterations: int = 3,
-    retrieve: Retrieve | None = None,
-    rewrite: Literal["remove", "mask"] | Rewrite = "remove",
-    stop: Stop | None = None,
-    answer: bool = True,
-    with_context: bool = False,
-    threshold: float = FUZZY_THRESHOLD,
-    max_new_tokens: int = 256,
-    answer_max_new_tokens: int = 64,
+    max_iterations: Annotated[int, opt("At most this many passes.", ge=1)] = 3,
+    retrieve: Annotated[Retrieve | None, CORE_ONLY] = None,
+    rewrite: Annotated[
+        Literal["remove", "mask"] | Rewrite,
+        opt("Cut found facts out, or mask them."),
+        As(Literal["remove", "mask"]),
+    ] = "remove",
+    stop: Annotated[Stop | None, CORE_ONLY] = None,
+    answer: Annotated[bool, opt("Generate the answer from the facts.")] = True,
+    with_context: Annotated[bool, opt("Answer from the context and facts.")] = False,
+    threshold: Annotated[
+        float, opt("Fuzzy-match ratio to locate a fact.", gt=0.0, le=1.0)
+    ] = FUZZY_THRESHOLD,
+    max_new_tokens: Annotated[int, opt("Tokens per retrieval pass.", ge=1)] = 256,
+    answer_max_new_tokens: Annotated[int, opt("Tokens for the answer.", ge=1)] = 64,
 ) -> FactResult:
     """Collect the facts relevant to ``question`` in up to ``max_iterations`` passes.
 
@@ -209,7 +216,10 @@ def fact(
     return FactResult(answer=answer_text.strip(), facts=facts, trace=trace, cost=meter.cost())
 
 
-def embedding_retrieve(embedder: Embedder, top_k: int = 3) -> Retrieve:
+def embedding_retrieve(
+    embedder: Embedder,
+    top_k: Annotated[int, opt("Sentences per pass with embeddings.", ge=1)] = 3,
+) -> Retrieve:
     """A vector-search ``retrieve``: the ``top_k`` sentences of the context closest to the
     question by cosine similarity (``embedder`` rows are unit vectors), best first.
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from rag_position.cost import Cost
 from rag_position.passages import Passage, as_passage
@@ -20,6 +20,7 @@ from rag_position.strategies._base import (
     own_score,
     reordered,
 )
+from rag_position.strategies._options import opt
 
 T = TypeVar("T")
 EdgeMode = Literal["langchain", "llamaindex", "haystack"]
@@ -29,9 +30,14 @@ def edge_reorder(
     passages: Sequence[T],
     *,
     scores: Sequence[float | None] | None = None,
-    mode: EdgeMode = "langchain",
-    top_k: int | None = None,
-    word_count_threshold: int | None = None,
+    mode: Annotated[
+        EdgeMode,
+        opt("Whose rule: LangChain's or LlamaIndex's LongContextReorder, or Haystack's."),
+    ] = "langchain",
+    top_k: Annotated[int | None, opt("Haystack: keep the first k.", ge=1)] = None,
+    word_count_threshold: Annotated[
+        int | None, opt("Haystack: stop once this many words are kept.", ge=1)
+    ] = None,
 ) -> OrderingResult[T]:
     """Alternate the passages to the two ends, most relevant outermost.
 

@@ -12,7 +12,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer
@@ -25,7 +25,16 @@ from rag_position.strategies._base import (
     distinct_orders,
     reordered,
 )
-from rag_position.strategies.gauge import check_template, question_likelihood
+from rag_position.strategies._options import (
+    LOOSE,
+    PLACEMENT_DOC,
+    PROFILE_DOC,
+    QUERY_AWARE_DOC,
+    REST_DOC,
+    TEMPLATE_DOC,
+    opt,
+)
+from rag_position.strategies._question_likelihood import check_template, question_likelihood
 from rag_position.strategies.profiles import Placement, ProfileLike, Rest, check_placement, place
 
 T = TypeVar("T")
@@ -63,18 +72,24 @@ def convex_score(
     passages: Sequence[T],
     scorer: Scorer,
     *,
-    n_base_orders: int = 1,
-    n_rotations: int | None = None,
-    seed: int = 0,
-    design: Design = "rotations",
-    edge_weight: float = 1.0,
-    curvature_weight: float = 1.0,
-    variant: Variant = "convex",
-    placement: Placement = "first",
-    rest: Rest | None = None,
-    profile: ProfileLike | None = None,
-    template: str | None = None,
-    query_aware: bool = False,
+    n_base_orders: Annotated[int, opt("Seeded base orders (R).", ge=1)] = 1,
+    n_rotations: Annotated[
+        int | None, opt("Rotations scored per base order (M <= N; default N).", ge=1)
+    ] = None,
+    seed: Annotated[int, opt("Seed of the base orders.")] = 0,
+    design: Annotated[
+        Design, opt("N rotations, or the authors' N shuffles x N rotations.")
+    ] = "rotations",
+    edge_weight: Annotated[float, opt("Weight of the edge term E(d).")] = 1.0,
+    curvature_weight: Annotated[float, opt("Weight of the curvature term.")] = 1.0,
+    variant: Annotated[
+        Variant, opt("'convex' (edge + curvature) or the authors' +/-LL score.")
+    ] = "convex",
+    placement: Annotated[Placement, opt(PLACEMENT_DOC)] = "first",
+    rest: Annotated[Rest | None, opt(REST_DOC)] = None,
+    profile: Annotated[ProfileLike | None, opt(PROFILE_DOC), LOOSE] = None,
+    template: Annotated[str | None, opt(TEMPLATE_DOC)] = None,
+    query_aware: Annotated[bool, opt(QUERY_AWARE_DOC)] = False,
 ) -> ConvexScoreResult[T]:
     """Identify the gold passage by ConvexScore and place it.
 

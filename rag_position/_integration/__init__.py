@@ -1,0 +1,119 @@
+"""The framework-free support behind the LangChain and LlamaIndex integrations (private).
+
+Both integrations only map their framework's objects onto what is here (a Document or a
+NodeWithScore to a :class:`~rag_position.passages.Passage`, a framework LLM to a
+``Generator``, framework embeddings to an ``Embedder``); everything they share lives
+here once, in three modules by concern:
+
+- :mod:`.models`: resolving ``scorer=`` / ``llm=`` / embeddings arguments;
+- :mod:`.options`: the framework-side options and their checks;
+- :mod:`.reorder`: running a strategy row and the metadata record it writes.
+
+A reordering component's own options and record come from its row of the strategy
+table (:data:`rag_position.strategies.STRATEGIES`). Nothing here imports LangChain or
+LlamaIndex.
+"""
+
+from __future__ import annotations
+
+from rag_position._integration.models import (
+    EMBEDDER_FORMS,
+    GENERATOR_FORMS,
+    SCORER_FORMS,
+    AdaptedGenerator,
+    GenerationOptions,
+    LazyModel,
+    check_generation,
+    check_spec,
+    describe,
+    is_scorer,
+    model_label,
+    need_generator,
+    need_scorer,
+    openai_scorer,
+    reject_load_kwargs,
+    resolve_embedder,
+    resolve_generator,
+    resolve_scorer,
+    unit_rows,
+)
+from rag_position._integration.options import (
+    METADATA_KEY,
+    EdgeOptions,
+    FactOptions,
+    GeneratorOptions,
+    MedoidOptions,
+    ProfileOptions,
+    ReciteOptions,
+    ReorderOptions,
+    ScorerOptions,
+    check_edge_options,
+    check_option_names,
+    check_profile_options,
+    core_options,
+    profile_to_json,
+    read_scores,
+)
+from rag_position._integration.reorder import (
+    RECORD_KEYS,
+    Reordering,
+    component_doc,
+    component_row,
+    component_rows,
+    edge_reordering,
+    profile_reordering,
+    reorder_record,
+    reorder_records,
+    reordering,
+    with_record,
+)
+from rag_position.models.protocols import cut_at_stop
+
+__all__ = [
+    "EMBEDDER_FORMS",
+    "GENERATOR_FORMS",
+    "METADATA_KEY",
+    "RECORD_KEYS",
+    "SCORER_FORMS",
+    "AdaptedGenerator",
+    "EdgeOptions",
+    "FactOptions",
+    "GenerationOptions",
+    "GeneratorOptions",
+    "LazyModel",
+    "MedoidOptions",
+    "ProfileOptions",
+    "ReciteOptions",
+    "ReorderOptions",
+    "Reordering",
+    "ScorerOptions",
+    "check_edge_options",
+    "check_generation",
+    "check_option_names",
+    "check_profile_options",
+    "check_spec",
+    "component_doc",
+    "component_row",
+    "component_rows",
+    "core_options",
+    "cut_at_stop",
+    "describe",
+    "edge_reordering",
+    "is_scorer",
+    "model_label",
+    "need_generator",
+    "need_scorer",
+    "openai_scorer",
+    "profile_reordering",
+    "profile_to_json",
+    "read_scores",
+    "reject_load_kwargs",
+    "reorder_record",
+    "reorder_records",
+    "reordering",
+    "resolve_embedder",
+    "resolve_generator",
+    "resolve_scorer",
+    "unit_rows",
+    "with_record",
+]
