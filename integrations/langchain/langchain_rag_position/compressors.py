@@ -115,6 +115,9 @@ class TableReorder(_Scored):
 
     row: ClassVar[StrategySpec]
 
+    def _needs_scorer(self) -> bool:
+        return "scorer" in self.row.needs
+
     @model_validator(mode="after")
     def _check_row(self) -> TableReorder:
         if self.row.check is not None:

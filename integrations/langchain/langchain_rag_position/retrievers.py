@@ -28,9 +28,9 @@ row of the strategy table with a ``component`` (``passage_likelihood_profile`` b
 class PositionAwareRetriever(BaseRetriever):
     """Retrieve with ``retriever``, keep the first ``k`` results, put them in order.
 
-    ``strategy`` is a name (``"edge"``, the default; ``"likelihood_selection"``,
-    ``"convex_score"``, ``"passage_likelihood"``, ``"passage_likelihood_profile"``
-    (``placement="profile"``: give ``{"profile": ...}``), ``"profile"``), built with
+    ``strategy`` is a name of :data:`COMPONENTS` (``"edge"``, the default; any row of the
+    strategy table with a component; a name that fixes options, such as a ``_profile``
+    variant, needs ``{"profile": ...}``), built with
     ``scorer=`` and ``strategy_options`` (the compressor's other fields, e.g.
     ``{"n_orders": 4}`` or ``{"profile": "profile.json"}``), or a ready compressor or document
     transformer (ours or any other). ``k`` (also per call: ``invoke(query, k=3)``)

@@ -134,7 +134,10 @@ class TableReorder(_ScoringReorder):
         """Check the options (a profile file is read now) and the scorer."""
         if self.row.check is not None:
             self._resolved = self.row.check(self._own_options())
-        super()._setup()
+        if self.scorer is not None or "scorer" in self.row.needs:
+            super()._setup()
+        elif self.scorer_kwargs:
+            raise ValueError(f"{type(self).__name__}: `scorer_kwargs` need a `scorer` spec string")
 
     @field_serializer("profile", check_fields=False)
     def _serialize_profile(self, profile: Any) -> Any:

@@ -26,9 +26,9 @@ class PositionAwareRetriever(BaseRetriever):
     """Wraps any ``BaseRetriever``: its nodes come back reordered by a chosen strategy.
 
     ``strategy``: one of our postprocessors (or any ``BaseNodePostprocessor``), or a
-    name from :data:`COMPONENTS` (``"likelihood_selection"``, ``"convex_score"``,
-    ``"passage_likelihood"``, ``"passage_likelihood_profile"`` (``placement="profile"``:
-    give ``profile=``), ``"profile"``, ``"edge"``) built with ``**options`` (e.g.
+    name from :data:`COMPONENTS` (any row of the strategy table with a component; a name
+    that fixes options, such as a ``_profile`` variant, needs ``profile=``) built with
+    ``**options`` (e.g.
     ``scorer=``, ``profile=``). The query goes to the strategy, so likelihood-based ones score the
     real question. ``aretrieve`` awaits the wrapped retriever and the strategy's async
     path.
