@@ -60,7 +60,7 @@ import torch
 
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.datasets import load_multidoc
-from rag_position.models import load_model
+from rag_position.models import find_backend, load_model
 from rag_position.strategies import convex_score, question_likelihood
 from rag_position.strategies._convex_score import (
     authors_scores,
@@ -140,7 +140,8 @@ def _tables(args: argparse.Namespace) -> None:
     k_of, n_shards = (int(x) for x in args.shard.split("/"))
     if not 1 <= k_of <= n_shards:
         raise SystemExit(f"--shard must be K/N with 1 <= K <= N, got {args.shard}")
-    local = not args.model.startswith("openai:")
+    backend = find_backend(args.model)
+    local = backend is None or backend.local
     kwargs = {"dtype": args.dtype, "device": args.device} if local else {}
     model = load_model(args.model, **kwargs)
     (n,) = args.n

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
-from rag_position.models import load_model
+from rag_position.models import find_backend, load_model
 from rag_position.prompts import question_span, render_qa
 from rag_position.serving import VLLMServer
 
@@ -102,7 +102,8 @@ def side(
 
 
 def compare_run(model: str, questions: int, out: Path, concurrency: int) -> dict[str, Any]:
-    local = [] if model.startswith("openai:") else ["--dtype", "bfloat16"]
+    backend = find_backend(model)
+    local = [] if backend is not None and not backend.local else ["--dtype", "bfloat16"]
     command = [
         sys.executable, "-m", "rag_position.cli", "eval", "compare",
         "--model", model, *local, "--docs", "10", "--gold", "random",

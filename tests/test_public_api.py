@@ -43,7 +43,7 @@ def test_every_strategy_function_is_a_row_of_the_table() -> None:
 @pytest.mark.parametrize(
     "module",
     ["rag_position", "rag_position.strategies", "rag_position.models", "rag_position.data",
-     "rag_position.eval", "rag_position.testing", "langchain_rag_position",
+     "rag_position.eval", "langchain_rag_position",
      "llama_index.postprocessor.rag_position"],
 )  # fmt: skip
 def test_no_public_module_exports_more_than_30_names(module: str) -> None:

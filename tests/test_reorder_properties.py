@@ -211,13 +211,8 @@ def test_haystack_options_select_without_copies(
     """The one documented drop: ``top_k``/``word_count_threshold`` keep a selection."""
     scores = data.draw(st.lists(retriever_scores, min_size=len(xs), max_size=len(xs)))
     before = Snapshot(xs, scores, state=state, inner=inner)
-    result = edge_reorder(
-        xs,
-        mode="haystack",
-        top_k=top_k,
-        word_count_threshold=threshold,
-        scores=scores if with_scores else None,
-    )
+    options = {"top_k": top_k, "word_count_threshold": threshold}
+    result = edge_reorder(xs, mode="haystack", scores=scores if with_scores else None, **options)
     before.check()
     check_permutation(xs, result.passages, result.order, drops=True)
     if xs:

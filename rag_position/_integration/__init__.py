@@ -24,7 +24,6 @@ from rag_position._integration.models import (
     GenerationOptions,
     LazyModel,
     check_generation,
-    check_spec,
     describe,
     is_scorer,
     model_label,
@@ -67,6 +66,7 @@ from rag_position._integration.reorder import (
     reordering,
     with_record,
 )
+from rag_position.models import check_spec
 from rag_position.models.protocols import cut_at_stop
 
 __all__ = [

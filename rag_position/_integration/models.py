@@ -22,8 +22,7 @@ import numpy.typing as npt
 
 from rag_position import models
 from rag_position.errors import ModelSpecError
-from rag_position.models import Embedder, Generator, Scorer
-from rag_position.models.loading import ACCEPTED_SPECS
+from rag_position.models import ACCEPTED_SPECS, Embedder, Generator, Scorer, check_spec, openai_spec
 from rag_position.models.protocols import cut_at_stop
 
 T = TypeVar("T")
@@ -102,17 +101,6 @@ def describe(obj: Any) -> str:
 def model_label(model: Any) -> str:
     """A model's ``name`` if it has one, else its class name."""
     return str(getattr(model, "name", None) or type(model).__name__)
-
-
-def check_spec(spec: str, what: str) -> None:
-    """Refuse a spec string ``load_model`` would refuse, before anything is loaded."""
-    ok = spec == "embedded" or any(
-        spec.startswith(p) and len(spec) > len(p) for p in ("hf:", "openai:")
-    )
-    if not ok:
-        raise ModelSpecError(
-            f"unknown model spec {spec!r} for `{what}`; accepted: {ACCEPTED_SPECS}"
-        )
 
 
 def reject_load_kwargs(kwargs: Mapping[str, Any], field_name: str, what: str, obj: Any) -> None:
@@ -293,7 +281,7 @@ def openai_scorer(
         options["max_retries"] = max_retries
     if isinstance(chat_template, bool):
         options["chat_template"] = chat_template  # generation only: scoring uses the raw prompt
-    scorer: Scorer = models.load_model("openai:" + str(base_url), **options)
+    scorer: Scorer = models.load_model(openai_spec(str(base_url)), **options)
     return scorer
 
 

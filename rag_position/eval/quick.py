@@ -6,8 +6,8 @@ questions: the baselines, the frameworks' ``LongContextReorder`` and the
 no-scoring strategies with the gold at a random position and at the worst of the
 three; the scoring strategies (likelihood selection, and passage likelihood placed
 by the position profile this run's sweep has just measured: the library's best at
-its cost, README "Identifying the gold passage") with the gold at the random
-position. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
+its cost, docs/measurements.md, "Measured: identifying the gold passage") with the gold
+at the random position. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
 runs give identical numbers (and a second run into the same folder recomputes
 nothing).
 """
@@ -23,7 +23,7 @@ from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, nam
 
 QUICK_QUESTIONS = 10
 """Sized for about 10 minutes with the embedded model on a 2-core CPU with bfloat16;
-the README has the times ("Measured: `eval quick` on the embedded model")."""
+docs/measurements.md has the times ("Measured: `eval quick` on the embedded model")."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (

@@ -195,7 +195,7 @@ COMMON: tuple[Param, ...] = (
     Param(
         "shard",
         None,
-        "only the K-th of N shares of the questions (split a run; see README)",
+        "only the K-th of N shares of the questions (split a run; see docs/eval.md)",
         "--shard",
         {"metavar": "K/N"},
         parse_shard,

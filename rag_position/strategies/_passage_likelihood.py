@@ -5,7 +5,7 @@ passage is rotated through every position of the full prompt: N full prompts for
 one rotation set, more for more sets. Scoring each passage ALONE asks the same model
 the direct question (which passage makes this question most likely?) in N prompts
 of one passage each, about one full prompt's worth of tokens in all; how often each
-finds the gold is in the README, "Measured: identifying the gold passage, by design
+finds the gold is in docs/measurements.md, "Measured: identifying the gold passage, by design
 and cost" (``benchmarks/ordering.py designs``).
 The idea is LongLLMLingua's coarse ranking (Jiang et al., 2024: the question's
 perplexity conditioned on each document), here with the QA prompt the reader uses.
@@ -60,7 +60,7 @@ def passage_likelihood(
     (at the ``profile``'s best position). ``rest``: ``"keep"`` (default, for every
     placement: the other passages keep the order they came in) or ``"scores"`` (they
     follow their scores away from the top one; down the profile's ranking for
-    ``"profile"``); the README compares the two ("Measured: identifying the gold
+    ``"profile"``); docs/measurements.md compares the two ("Measured: identifying the gold
     passage, by design and cost").
     ``result.scores``: each passage's mean log-likelihood. Ties go to the earlier
     passage. 0 or 1 passages: returned as they are at zero cost.

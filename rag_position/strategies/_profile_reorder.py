@@ -58,7 +58,7 @@ def profile_reorder(
     result's. Then the passages' own retriever scores when every passage has one;
     else the given order (first most relevant). Passage likelihood is the default:
     it costs about one full prompt of scoring tokens where ConvexScore costs N full
-    prompts, and it identifies the gold passage more often (README, "Measured:
+    prompts, and it identifies the gold passage more often (docs/measurements.md, "Measured:
     identifying the gold passage, by design and cost"). ``convex_options`` with
     another relevance (or without a scorer, or with ``scores``) and an unknown
     ``relevance`` are a ``ValueError``. ``profile`` (a :class:`PositionProfile` or

@@ -1,12 +1,10 @@
 """Property tests (hypothesis) for every LangChain reorderer: the conformance kit's adapter.
 
-The contract (integrations/langchain/README.md "The metadata key", the compressors' and
-``EdgeReorderTransformer``'s docstrings) is :mod:`rag_position.testing.conformance`'s:
-a reordering component returns each input Document once, as a shallow copy
-(``model_copy``: text, id and type kept) whose metadata is a NEW dict, the caller's plus
-one record under ``metadata_key``; ``metadata_key=None`` returns the caller's very
-Documents. Checked for every compressor of ``COMPONENTS`` and ``EdgeReorderTransformer``
-(sync and async) and ``PositionAwareRetriever`` (which keeps the first ``k``).
+The contract (integrations/langchain/README.md "The metadata key") is
+:mod:`rag_position.testing.conformance`'s, on Documents: each input once as a shallow copy
+(``model_copy``: text, id and type kept) with a NEW metadata dict holding the record; with
+``metadata_key=None`` the caller's very Documents. Also ``EdgeReorderTransformer`` and
+``PositionAwareRetriever`` (which keeps the first ``k``).
 """
 
 from __future__ import annotations

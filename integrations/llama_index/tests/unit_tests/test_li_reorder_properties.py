@@ -1,16 +1,11 @@
 """Property tests (hypothesis) for every LlamaIndex reorderer: the conformance kit's adapter.
 
-The contract (integrations/llama_index/README.md "The metadata key", ``_nodes.reorder_nodes``)
-is :mod:`rag_position.testing.conformance`'s, on ``NodeWithScore``: each reordering
-postprocessor returns NEW wrappers around shallow copies of the nodes (ids, text and the
-other fields kept) whose metadata is a new dict, the caller's plus one record under
-``metadata_key``, the key added to the copy's ``excluded_llm_metadata_keys`` and
-``excluded_embed_metadata_keys``; ``NodeWithScore.score`` as the retriever gave it unless
-``replace_score=True``; ``metadata_key=None`` returns the caller's own ``NodeWithScore``
-objects (with ``replace_score``, new wrappers around the caller's own nodes). Inputs also
-hold the same node in two wrappers, retriever scores NaN/inf/None, excluded-key lists, and
-no query at all where none is needed. Checked for every postprocessor of ``COMPONENTS``
-(sync and async) and ``PositionAwareRetriever`` (which keeps the first node of each id).
+The contract (integrations/llama_index/README.md "The metadata key") is
+:mod:`rag_position.testing.conformance`'s, on ``NodeWithScore``: NEW wrappers around shallow
+copies of the nodes (other fields kept), the record's key added to the copy's excluded-key
+lists, ``NodeWithScore.score`` kept unless ``replace_score=True``; with ``metadata_key=None``
+the caller's own wrappers (or, with ``replace_score``, new ones around the caller's nodes).
+Inputs also hold the same node in two wrappers, and no query where none is needed.
 """
 
 from __future__ import annotations
