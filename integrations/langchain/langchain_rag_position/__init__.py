@@ -28,7 +28,7 @@ from langchain_rag_position.compressors import (
 )
 from langchain_rag_position.document_transformers import EdgeReorderTransformer
 from langchain_rag_position.embeddings import RagPositionEmbeddings
-from langchain_rag_position.retrievers import COMPONENTS, PositionAwareRetriever
+from langchain_rag_position.retrievers import PositionAwareRetriever
 from langchain_rag_position.runnables import (
     FactRewriter,
     MedoidVoting,
@@ -38,7 +38,6 @@ from langchain_rag_position.runnables import (
 from rag_position.strategies import PositionProfile
 
 __all__ = [
-    "COMPONENTS",
     "METADATA_KEY",
     "ChatRagPosition",
     "ConvexScoreReorder",
