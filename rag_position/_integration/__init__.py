@@ -64,6 +64,7 @@ from rag_position._integration.reorder import (
     reorder_record,
     reorder_records,
     reordering,
+    table_class,
     with_record,
 )
 from rag_position.models import check_spec
@@ -114,6 +115,7 @@ __all__ = [
     "resolve_embedder",
     "resolve_generator",
     "resolve_scorer",
+    "table_class",
     "unit_rows",
     "with_record",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rag_position._integration.models import LazyModel
 from rag_position._integration.options import PROFILE_DEFAULTS, _check_convex_relevance
@@ -28,6 +28,8 @@ from rag_position.strategies import (
 )
 from rag_position.strategies._edge_reorder import EdgeMode
 from rag_position.strategies._profile_reorder import Relevance
+
+T = TypeVar("T")
 
 RECORD_KEYS = ("strategy", "score", "rank", "original_rank")
 """The keys of every reorder record (see :func:`reorder_record`)."""
@@ -77,6 +79,23 @@ def _reordering(
         raise RuntimeError(f"internal error: {list(order)} is not a permutation of {n} passages")
     clean: list[float | None] = [_clean(s) for s in scores] if scores else [None] * n
     return Reordering(list(order), clean, extras)
+
+
+def table_class(base: type[T], component: str, module: str, use: str) -> type[T]:
+    """The framework component of the row owning ``component``: a subclass of ``base``
+    and of the row's ``option_model``, named ``component``, documented by
+    :func:`component_doc` (``use``: how the framework calls it), with the row as ``row``
+    and its name as ``strategy_name`` (the record's ``strategy``)."""
+    row = component_row(component)
+    namespace = {
+        "__module__": module,
+        "__qualname__": row.component,
+        "__doc__": component_doc(row, use),
+        "row": row,
+        "strategy_name": row.name,
+    }
+    made: type[T] = type(row.component, (base, row.option_model), namespace)
+    return made
 
 
 def component_doc(row: StrategySpec, use: str) -> str:

@@ -138,16 +138,7 @@ class TableReorder(_Scored):
 def table_compressor(component: str) -> type[TableReorder]:
     """The document compressor of the strategy table's row whose ``component`` is
     ``component``; its options and defaults are the core function's."""
-    row = core.component_row(component)
-    namespace = {
-        "__module__": __name__,
-        "__qualname__": row.component,
-        "__doc__": core.component_doc(row, _USE),
-        "row": row,
-        "strategy_name": row.name,
-    }
-    made: type[TableReorder] = type(row.component, (TableReorder, row.option_model), namespace)
-    return made
+    return core.table_class(TableReorder, component, __name__, _USE)
 
 
 _USE = """A LangChain ``BaseDocumentCompressor``: in ``ContextualCompressionRetriever`` or
