@@ -95,6 +95,32 @@ def test_eval_out_under_a_file_is_refused(
     _error_line(code, err, str(existing / "run"), f"{existing} is a file")
 
 
+def test_eval_empty_out_is_refused_and_the_current_folder_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out ""`` was the current folder: a run there replaced its report.md."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.md").write_text("someone else's report\n")
+    code, err = _run(["eval", "multidoc", "--out", "", "--questions", "1"], capsys)
+    _error_line(code, err, "--out", "is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+    assert (tmp_path / "report.md").read_text() == "someone else's report\n"
+
+
+@pytest.mark.parametrize(
+    "flag", ["--batch-size", "--questions", "--max-new-tokens", "--concurrency"]
+)
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_eval_counts_below_one_are_refused(
+    flag: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--batch-size 0`` was accepted (a run that could never answer)."""
+    code, err = _run(["eval", "multidoc", flag, value, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    _error_line(code, err, flag, ">= 1", repr(value))
+    assert not (tmp_path / "o").exists()
+
+
 def test_run_function_refuses_an_out_file_before_writing(tmp_path: Path) -> None:
     from rag_position.eval import run_kv
     from rag_position.eval.common import EvalConfigError

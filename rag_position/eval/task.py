@@ -155,6 +155,40 @@ def positions_param(help: str = "gold positions (default: paper's)") -> Param:
     return int_list("positions", None, "--positions", None, help)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--batch-size 0`` would never answer).
+
+    Example:
+        >>> positive_int("8")
+        8
+        >>> positive_int("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be an integer >= 1, got '0'
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def out_folder(text: str) -> Path:
+    """An argparse type: a folder name; an empty one (the current folder) is refused.
+
+    Example:
+        >>> out_folder("")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: is empty: name the run's folder (default runs/<task>)
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: name the run's folder (default runs/<task>)")
+    return Path(text)
+
+
 EMBEDDER = Param("embedder", None, omit_default=True)
 """The embedder that mines distractors (and, for voting, embeds answers); Python only."""
 
@@ -164,24 +198,26 @@ COMMON: tuple[Param, ...] = (
         None,
         "first N (default: 50 of dev, all of --data)",
         "--questions",
-        {"type": int},
+        {"type": positive_int},
     ),
     Param("data", None, "data file (default: the packaged dev file)", "--data", {"type": Path}),
     Param("seed", 0, "seed of every random choice", "--seed", {"type": int, "default": 0}),
-    Param("out", None, "output folder (runs/<task>)", "--out", {"type": Path}, recorded=False),
+    Param(
+        "out", None, "output folder (runs/<task>)", "--out", {"type": out_folder}, recorded=False
+    ),
     Param(
         "max_new_tokens",
         100,
         "per answer (default: the task's, 100)",
         "--max-new-tokens",
-        {"type": int},
+        {"type": positive_int},
     ),
     Param(
         "batch_size",
         None,
         "prompts per generate call (CPU: 1, else 8)",
         "--batch-size",
-        {"type": int},
+        {"type": positive_int},
         recorded=False,
     ),
     Param(
@@ -189,7 +225,7 @@ COMMON: tuple[Param, ...] = (
         1,
         "requests in flight (remote)",
         "--concurrency",
-        {"type": int, "default": 1},
+        {"type": positive_int, "default": 1},
         recorded=False,
     ),
     Param(
