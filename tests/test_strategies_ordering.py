@@ -17,6 +17,7 @@ import json
 import math
 import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -936,3 +937,23 @@ def test_score_definitions_differ_on_partial_designs() -> None:
         edge[i] > edge[j] and authors[i] < authors[j]
         for i, j in itertools.permutations(range(n), 2)
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{not json", "is not JSON"),
+        (b"[0.1, 0.2]", "must hold a JSON object"),
+        (b'{"values": [0.1]}', "needs the keys"),
+        (b"\xff\xfe", "is not UTF-8"),
+    ],
+)
+def test_a_bad_profile_file_is_named_in_the_error(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    """Profile-file errors named the problem but not the file."""
+    path = tmp_path / "profile.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=says) as caught:
+        PositionProfile.load(path)
+    assert str(path) in str(caught.value)

@@ -97,7 +97,25 @@ class PositionProfile:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> PositionProfile:
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """The profile :meth:`save` wrote to ``path``; every error names the file."""
+        where = os.fspath(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"position profile file {where!r} is not UTF-8: {exc}") from None
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"position profile file {where!r} is not JSON: {exc}") from None
+        if not isinstance(record, Mapping):
+            raise ValueError(
+                f"position profile file {where!r} must hold a JSON object (as "
+                f"PositionProfile.save writes), got a {type(record).__name__}"
+            )
+        try:
+            return cls.from_dict(record)
+        except ValueError as exc:
+            raise ValueError(f"position profile file {where!r}: {exc}") from None
 
 
 ProfileLike: TypeAlias = PositionProfile | str | os.PathLike[str] | Sequence[float]
