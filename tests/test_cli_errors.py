@@ -76,6 +76,24 @@ def test_eval_missing_data_file_is_refused_before_the_model_loads(
     _error_line(code, err, str(missing))
 
 
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_eval_data_that_is_a_device_is_refused_before_reading_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--data /dev/zero`` read without end and died with a MemoryError traceback."""
+    code, err = _run(["eval", "multidoc", "--data", "/dev/zero", "--out", str(tmp_path)], capsys)
+    _error_line(code, err, "--data /dev/zero", "not a regular file")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_the_loader_refuses_a_device() -> None:
+    from rag_position.data import load_qa
+    from rag_position.errors import DataFormatError
+
+    with pytest.raises(DataFormatError, match="not a regular file"):
+        load_qa("/dev/zero")
+
+
 def test_eval_out_that_is_a_file_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -253,6 +253,11 @@ def _check_limit(limit: int | None) -> None:
 
 
 def _open_text(path: PathLike) -> IO[str]:
+    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        raise DataFormatError(
+            f"{path} is not a regular file (a device or a pipe): a data file is a JSON-lines "
+            "file, optionally gzipped"
+        )
     try:
         with open(path, "rb") as probe:
             magic = probe.read(2)

@@ -159,6 +159,11 @@ def check_data_file(data: str | os.PathLike[str] | None) -> None:
         )
     if not path.exists():
         raise FileNotFoundError(f"no data file at {path}")
+    if not path.is_file():
+        raise EvalConfigError(
+            f"--data {path} is not a regular file (a device or a pipe); pass a JSON-lines file "
+            "(optionally gzipped)"
+        )
 
 
 def check_out_folder(out: str | os.PathLike[str] | None) -> None:
