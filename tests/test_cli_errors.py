@@ -149,6 +149,19 @@ def test_run_function_refuses_an_out_file_before_writing(tmp_path: Path) -> None
         run_kv(object(), pairs=8, questions=1, out=existing)
 
 
+def test_a_model_name_that_is_not_utf8_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-UTF-8 byte in an ``openai:`` model name (a lone surrogate in argv) gave a raw
+    ``UnicodeEncodeError``."""
+    monkeypatch.setattr(eval_cli, "load_model", load_model)  # the real one: it must refuse
+    spec = "openai:http://127.0.0.1:9/v1/m\udcff"
+    with pytest.raises(ModelSpecError, match="not valid UTF-8"):
+        load_model(spec)
+    code, err = _run(["eval", "multidoc", "--model", spec, "--questions", "1"], capsys)
+    _error_line(code, err, "not valid UTF-8")
+
+
 # ------------------------------------------------------------------ --model hf:<path>
 def test_missing_model_path_names_it_and_loads_nothing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -183,6 +183,18 @@ ACCEPTED_SPECS = ", ".join(backend.form for backend in BACKENDS)
 
 
 # ---------------------------------------------------------------------- asking the table
+def _check_encodable(spec: str) -> None:
+    """A spec with a character UTF-8 cannot encode (a command-line byte that was not UTF-8,
+    kept by Python as a lone surrogate) is refused here, not by the HTTP client later."""
+    try:
+        spec.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ModelSpecError(
+            f"model spec {spec!r} holds a character that is not valid UTF-8 (at {exc.start}); "
+            "was a byte of the command line not UTF-8?"
+        ) from None
+
+
 def find_backend(spec: str) -> Backend | None:
     """The backend ``spec`` names (by its prefix; complete or not), or None.
 
@@ -218,6 +230,7 @@ def check_spec(spec: str, what: str) -> None:
 
     ``what`` names the option the spec came in (``"scorer"``, ``"llm"``) in the error.
     """
+    _check_encodable(spec)
     if parse_spec(spec) is None:
         raise ModelSpecError(
             f"unknown model spec {spec!r} for `{what}`; accepted: {ACCEPTED_SPECS}"
@@ -250,6 +263,7 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     """
     if not isinstance(spec, str) or not spec:
         raise ModelSpecError(f"model spec {spec!r} is empty; accepted forms: {ACCEPTED_SPECS}")
+    _check_encodable(spec)
     parsed = parse_spec(spec)
     if parsed is None:
         raise ModelSpecError(f"unknown model spec {spec!r}; accepted forms: {ACCEPTED_SPECS}")
