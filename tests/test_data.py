@@ -277,6 +277,19 @@ def test_missing_fields(tmp_path: Path) -> None:
     assert "JSON object" in _bad(tmp_path / "e.jsonl", "[1, 2]")
 
 
+def test_an_empty_gold_passage_is_refused(tmp_path: Path) -> None:
+    """An empty gold passage passed without a word: every question on it was unanswerable."""
+    empty_gold = json.loads(json.dumps(GOLD_AT_1))
+    gold = next(i for i, c in enumerate(empty_gold["ctxs"]) if c.get("isgold"))
+    empty_gold["ctxs"][gold]["text"] = "  \n"
+    message = _bad(tmp_path / "g.jsonl", empty_gold)
+    assert f"'ctxs[{gold}].text' is empty" in message and "gold" in message
+    empty_other = json.loads(json.dumps(GOLD_AT_1))
+    other = next(i for i, c in enumerate(empty_other["ctxs"]) if not c.get("isgold"))
+    empty_other["ctxs"][other]["text"] = ""
+    assert load_qa(_write_jsonl(tmp_path / "h.jsonl", [empty_other]))  # a distractor may be
+
+
 def test_empty_and_unknown_files(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")

@@ -348,6 +348,11 @@ def _qa_from_record(record: Mapping[str, Any], name: str, line: int) -> QAInstan
             raise DataFormatError(f"{name}: line {line}: field 'ctxs[{i}]': {exc}") from exc
         if ctx.get("isgold") is True:
             gold.append(i)
+            if not ctx["text"].strip():
+                raise DataFormatError(
+                    f"{name}: line {line}: field 'ctxs[{i}].text' is empty, and it is the gold "
+                    "passage (isgold): no answer can be read from it"
+                )
     if len(gold) > 1:
         raise DataFormatError(
             f"{name}: line {line}: field 'ctxs[].isgold' is true for several passages {gold}"
