@@ -334,12 +334,14 @@ class VLLMServer:
         return openai_spec(f"{self.base_url}/{self.served_model_name}")
 
     def command(self) -> list[str]:
-        """The command line that starts the server (resolves the model folder and port)."""
+        """The command line that starts the server (resolves the model folder and port).
+
+        vLLM is found first: without it, exporting the model (up to a minute) is wasted."""
+        python = find_vllm_python(self.vllm_python)
         folder, name = model_folder(self.model)
         self.served_model_name = self.served_model_name or name
         if self.port == 0:
             self.port = free_port(self.host if self.host not in ("0.0.0.0", "") else "127.0.0.1")
-        python = find_vllm_python(self.vllm_python)
         command = [
             str(python), "-m", VLLM_MODULE,
             "--model", str(folder),

@@ -120,6 +120,20 @@ def test_a_missing_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) 
         find_vllm_python("/nope")
 
 
+def test_a_missing_vllm_is_said_before_the_model_is_exported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`serve` spent about a minute exporting the model before saying vLLM was missing."""
+    import rag_position.serving as serving
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was exported before vLLM was found")
+
+    monkeypatch.setattr(serving, "model_folder", never)
+    with pytest.raises(VLLMNotInstalledError, match="--vllm-python names /nope"):
+        serving.VLLMServer("embedded", vllm_python="/nope").command()
+
+
 def test_a_server_that_dies_at_start_up_is_reported_with_its_output(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text(
