@@ -70,6 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a key clients must send (default: $RAG_POSITION_API_KEY, else none); clients "
         "read it from OPENAI_API_KEY",
     )
+    serve.add_argument(
+        "--allow-open",
+        action="store_true",
+        help="serve on an address other than 127.0.0.1 without an API key (anyone who "
+        "reaches it may use the model); refused without this flag",
+    )
     serve.add_argument("--served-model-name", default=None, help="the model name clients use")
     serve.add_argument(
         "--vllm-python",
@@ -186,6 +192,7 @@ def serve_command(args: argparse.Namespace, vllm_args: Sequence[str] = ()) -> in
             vllm_python=args.vllm_python,
             startup_timeout=args.startup_timeout,
             log=sys.stderr,
+            allow_open=args.allow_open,
         )
         print(f"starting vLLM for {args.model} (its log follows on stderr)...", flush=True)
         start = time.perf_counter()

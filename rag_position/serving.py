@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import ipaddress
 import logging
 import os
 import shutil
@@ -195,6 +196,21 @@ def find_vllm_python(explicit: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (127.0.0.0/8, ::1, localhost).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+        (True, True, False)
+    """
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` now (the OS picks it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -255,7 +271,9 @@ class VLLMServer:
         max_model_len: the context window in tokens (vLLM's ``--max-model-len``); None
             keeps the model's own.
         tensor_parallel_size: GPUs to split the model over (``--tensor-parallel-size``).
-        api_key: a key clients must send (vLLM's ``--api-key``); None serves without one.
+        api_key: a key clients must send; None serves without one. It reaches vLLM in its
+            environment (``VLLM_API_KEY``), not on its command line, where any local
+            user would read it with ``ps``.
         served_model_name: the name clients ask for (default: smollm2-135m-instruct for
             the embedded model, the folder's name otherwise).
         extra_args: more vLLM arguments, passed through as given.
@@ -268,6 +286,8 @@ class VLLMServer:
             span without the whole prompt's log-probabilities (see
             :mod:`rag_position.models.openai_backend`). It touches only requests that ask
             for it.
+        allow_open: serve without ``api_key`` on an address other than loopback (anyone
+            who reaches it may use the model); refused unless set.
     """
 
     def __init__(
@@ -286,7 +306,14 @@ class VLLMServer:
         startup_timeout: float = 600.0,
         log: IO[str] | None = None,
         force_tokens: bool = True,
+        allow_open: bool = False,
     ) -> None:
+        if not api_key and not allow_open and not is_loopback(host):
+            raise ValueError(
+                f"serving on {host or 'every address'} without an API key lets anyone who "
+                "reaches it use the model: give a key (--api-key or $RAG_POSITION_API_KEY; "
+                "api_key=), or say you mean it (--allow-open; allow_open=True)"
+            )
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be between 0 and 65535, got {port}")
         if dtype not in DTYPES:
@@ -353,8 +380,6 @@ class VLLMServer:
         ]  # fmt: skip
         if self.max_model_len is not None:
             command += ["--max-model-len", str(self.max_model_len)]
-        if self.api_key:
-            command += ["--api-key", self.api_key]
         if self.force_tokens:
             command += ["--logits-processors", FORCE_PROCESSOR]
         return command + self.extra_args
@@ -364,6 +389,8 @@ class VLLMServer:
         env.setdefault("HF_HUB_OFFLINE", "1")  # the folder is local: never reach a hub
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
+        if self.api_key:  # vLLM reads it here; on the command line `ps` would show it
+            env["VLLM_API_KEY"] = self.api_key
         if not _has_nvidia_gpu():
             # vLLM's CPU build reserves its KV cache up front: 2 GiB holds the embedded
             # model's window many times over and fits a small machine.

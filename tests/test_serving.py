@@ -63,7 +63,6 @@ def test_the_command_passes_the_options_through() -> None:
         "--dtype bfloat16",
         "--tensor-parallel-size 2",
         "--max-model-len 2048",
-        "--api-key s3cret",
         f"--logits-processors {FORCE_PROCESSOR}",
     ):
         assert part in joined
@@ -71,6 +70,8 @@ def test_the_command_passes_the_options_through() -> None:
     assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
     env = server.environment()
     assert env["PYTHONPATH"] == str(PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"
+    # the key reaches vLLM by its environment, never on the command line (`ps` shows that)
+    assert env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in joined
     assert (PLUGIN_DIR / "rag_position_vllm.py").is_file()
 
 
@@ -118,6 +119,24 @@ def test_a_missing_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) 
         find_vllm_python()
     with pytest.raises(VLLMNotInstalledError, match="--vllm-python names /nope"):
         find_vllm_python("/nope")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "", "192.168.1.5", "::"])
+def test_an_open_server_without_a_key_is_refused_unless_meant(host: str) -> None:
+    """``--host 0.0.0.0`` without a key started an open server with no warning."""
+    with pytest.raises(ValueError, match="without an API key"):
+        VLLMServer("embedded", host=host, vllm_python=sys.executable)
+    VLLMServer("embedded", host=host, api_key="k", vllm_python=sys.executable)
+    VLLMServer("embedded", host=host, allow_open=True, vllm_python=sys.executable)
+    for loopback in ("127.0.0.1", "localhost", "::1"):
+        VLLMServer("embedded", host=loopback, vllm_python=sys.executable)
+
+
+def test_serve_refuses_an_open_host_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["serve", "--host", "0.0.0.0", "--vllm-python", sys.executable])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "--allow-open" in err and "without an API key" in err
 
 
 def test_a_missing_vllm_is_said_before_the_model_is_exported(
