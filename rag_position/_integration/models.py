@@ -23,7 +23,7 @@ import numpy.typing as npt
 from rag_position import models
 from rag_position.errors import ModelSpecError
 from rag_position.models import ACCEPTED_SPECS, Embedder, Generator, Scorer, check_spec, openai_spec
-from rag_position.models.protocols import cut_at_stop
+from rag_position.models.protocols import check_generation, cut_at_stop
 
 T = TypeVar("T")
 
@@ -286,16 +286,6 @@ def openai_scorer(
 
 
 # ---------------------------------------------------------------------- generation, embedding
-def check_generation(prompts: Sequence[str], max_new_tokens: int, temperature: float) -> None:
-    """The checks every ``Generator.generate`` makes on its arguments."""
-    if isinstance(prompts, str):
-        raise TypeError("`prompts` must be a sequence of strings, not a single str")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-
-
 @dataclass(frozen=True)
 class GenerationOptions:
     """One ``generate`` call's settings, as a framework generator receives them."""

@@ -89,7 +89,7 @@ from rag_position.models._openai_replies import (
     token_char_ranges,
     unsupported,
 )
-from rag_position.models.protocols import Span, SpanScore, check_span
+from rag_position.models.protocols import Span, SpanScore, check_generation, check_span
 from rag_position.passages import check_text
 
 T = TypeVar("T")
@@ -318,12 +318,7 @@ class OpenAICompatibleModel:
         Raises :class:`ContextLengthError` when a prompt plus ``max_new_tokens`` is over
         the server's window, as the local backend does (module doc).
         """
-        if isinstance(prompts, str):
-            raise TypeError("`prompts` must be a sequence of strings, not a single str")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        check_generation(prompts, max_new_tokens, temperature)
         for i, prompt in enumerate(prompts):
             check_text(prompt, f"prompt {i}")
         for j, text in enumerate(stop or ()):

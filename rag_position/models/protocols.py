@@ -149,6 +149,16 @@ def check_span(prompt: str, span: Span, index: int) -> None:
         )
 
 
+def check_generation(prompts: Sequence[str], max_new_tokens: int, temperature: float) -> None:
+    """The checks every ``Generator.generate`` makes on its arguments."""
+    if isinstance(prompts, str):
+        raise TypeError("`prompts` must be a sequence of strings, not a single str")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+
+
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
     """``text`` up to the first occurrence of any of ``stop`` (empty strings ignored).
 

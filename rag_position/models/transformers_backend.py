@@ -25,7 +25,13 @@ import torch
 
 from rag_position.cost import Cost, UsageMeter
 from rag_position.errors import ContextLengthError, ModelSpecError
-from rag_position.models.protocols import Span, SpanScore, check_span, cut_at_stop
+from rag_position.models.protocols import (
+    Span,
+    SpanScore,
+    check_generation,
+    check_span,
+    cut_at_stop,
+)
 from rag_position.passages import check_text
 
 logger = logging.getLogger(__name__)
@@ -363,10 +369,7 @@ class TransformersModel:
 
         Outputs are cut before the first stop string; special tokens are removed.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        check_generation(prompts, max_new_tokens, temperature)
         for i, prompt in enumerate(prompts):
             check_text(prompt, f"prompt {i}")
             if not prompt:

@@ -86,10 +86,17 @@ def _likelihood_record(result: Any) -> Record:
     return [best] * n, [{"question_loglik": best} for _ in range(n)]
 
 
-def _gold_record(result: Any) -> Record:
+def _gold_record(result: Any, gold: int | None) -> Record:
     """Each passage's own score; ``gold`` marks the candidate."""
-    gold = result.gold if hasattr(result, "gold") else result.details["gold"]
     return list(result.scores) or None, [{"gold": i == gold} for i in range(len(result.order))]
+
+
+def _convex_record(result: Any) -> Record:
+    return _gold_record(result, result.gold)
+
+
+def _passage_record(result: Any) -> Record:
+    return _gold_record(result, result.details["gold"])
 
 
 def _check_placed(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -326,7 +333,7 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 summary="ConvexScore's gold candidate first",
                 component="ConvexScoreReorder",
                 record_keys=MappingProxyType({"gold": False}),
-                record=_gold_record,
+                record=_convex_record,
                 check=_check_convex,
             ),
             StrategySpec(
@@ -345,7 +352,7 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 summary="the passage that alone makes the question most likely, first",
                 component="PassageLikelihoodReorder",
                 record_keys=MappingProxyType({"gold": False}),
-                record=_gold_record,
+                record=_passage_record,
                 check=_check_placed,
             ),
             StrategySpec(
