@@ -6,7 +6,8 @@ dropped or mutated", ``result.passages[i] is passages[result.order[i]]``; 0 or 1
 come back as given, at zero cost. Checked by :mod:`rag_position.testing.conformance` for
 every reordering function and every reordering row of ``rag_position.STRATEGIES``, on
 strings, ``Passage`` objects and ``ctxs`` dicts. The only documented drop: Haystack's
-``top_k``/``word_count_threshold`` in ``edge_reorder(mode="haystack")`` keep a selection.
+``top_k``/``word_count_threshold`` in ``edge_reorder(mode="haystack")`` keep a selection,
+and so does ``select_and_place`` (its ``details["dropped"]`` lists the rest).
 Nothing here loads a model.
 """
 
@@ -33,6 +34,7 @@ from rag_position.strategies import (
     passage_likelihood,
     profile_reorder,
     sandwich,
+    select_and_place,
 )
 from rag_position.strategies.registry import given_order
 from rag_position.testing.conformance import (
@@ -97,7 +99,8 @@ def r(
         drawn = {ARGS.get(k, k): value for k, value in o.items()}
         return partial(fn, **fixed, **drawn, **({"scorer": s} if scores else {}))
 
-    return Case(build, takes, scores=scores, max_n=max_n)
+    selects = fn is select_and_place
+    return Case(build, takes, scores=scores, max_n=max_n, selects=selects)
 
 
 def edge(q: str, xs: Sequence[Any], **options: Any) -> Any:
@@ -135,6 +138,10 @@ REORDERERS: dict[str, Case] = {
     "profile_scorer": r(profile_reorder, "profile", scores=True),  # passage likelihood
     "profile_scorer_convex": r(profile_reorder, "profile", scores=True,
                                relevance="convex_score", n_base_orders=2, rest="keep"),
+    "select_and_place": r(select_and_place, "mass", "top_n", scores=True),
+    "select_and_place_profile": r(select_and_place, "profile", scores=True, placement="profile",
+                                  mass=0.5),
+    "select_and_place_first_all": r(select_and_place, scores=True, placement="first", mass=None),
     "sandwich": r(sandwich),
     "sandwich_chat": r(sandwich, chat=True),
     "given_order": r(given_order),
@@ -147,7 +154,12 @@ def _row(name: str) -> Case:
     models = {"generator": Forbidden(), "embedder": Forbidden()}
     takes = ("seed",) + (("profile",) if "profile" in spec.requires else ())
     scores = "scorer" in spec.needs + spec.uses
-    return Case(lambda s, o: partial(spec, scorer=s, **models, **o), takes, scores=scores)
+    return Case(
+        lambda s, o: partial(spec, scorer=s, **models, **o),
+        takes,
+        scores=scores,
+        selects=spec.selects,
+    )
 
 
 REORDERERS |= {f"STRATEGIES[{n!r}]": _row(n) for n, row in STRATEGIES.items() if not row.answers}
@@ -192,7 +204,11 @@ class TestCoreReorderers(ReordererConformance):
         self, given: Sequence[Any], out: Any, case: Case, key: str | None, replace: bool = False
     ) -> None:
         assert isinstance(out, OrderingResult)
-        check_permutation(given, out.passages, out.order)
+        check_permutation(given, out.passages, out.order, drops=case.drops)
+        if case.selects:  # kept and dropped: every input position exactly once
+            assert out.passages or not given, "a selection kept nothing"
+            dropped = list(out.details["dropped"])
+            assert sorted([*out.order, *dropped]) == list(range(len(given)))
         if len(given) <= 1:  # returned as given, at zero cost
             assert out.order == list(range(len(given))) and out.cost == Cost()
 

@@ -73,9 +73,17 @@ def _clean(score: Any) -> float | None:
 
 
 def _reordering(
-    n: int, order: Sequence[int], scores: Sequence[Any] | None, extras: list[dict[str, Any]]
+    n: int,
+    order: Sequence[int],
+    scores: Sequence[Any] | None,
+    extras: list[dict[str, Any]],
+    *,
+    selects: bool = False,
 ) -> Reordering:
-    if sorted(order) != list(range(n)):
+    if selects:  # a subset, each passage at most once
+        if not order or len(set(order)) != len(order) or not all(0 <= i < n for i in order):
+            raise RuntimeError(f"internal error: {list(order)} is not a selection of {n} passages")
+    elif sorted(order) != list(range(n)):
         raise RuntimeError(f"internal error: {list(order)} is not a permutation of {n} passages")
     clean: list[float | None] = [_clean(s) for s in scores] if scores else [None] * n
     return Reordering(list(order), clean, extras)
@@ -134,7 +142,8 @@ def reordering(
     """The row's function on ``passages`` with ``options``; its record per passage.
 
     Fewer than two passages are not scored: the given order, no score, the row's
-    ``record_keys`` at their unscored values.
+    ``record_keys`` at their unscored values. A row that ``selects`` may keep a subset:
+    the order then lists the kept passages only.
     """
     n = len(passages)
     if n < 2 or row.record is None:
@@ -142,7 +151,7 @@ def reordering(
     models = (_scorer(scorer),) if "scorer" in row.needs else ()
     result = row.function(question, passages, *models, **options)
     scores, extras = row.record(result)
-    return _reordering(n, result.order, scores, extras)
+    return _reordering(n, result.order, scores, extras, selects=row.selects)
 
 
 def _scorer(scorer: LazyModel[Any] | None) -> Scorer:

@@ -27,7 +27,7 @@ from rag_position.eval.multidoc import (
 from rag_position.eval.plots import plot_bars
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
 from rag_position.eval.runner import Job, RunContext
-from rag_position.eval.stats import summarize
+from rag_position.eval.stats import paired, summarize
 from rag_position.eval.strategies import (
     EvalStrategy,
     SharedScoring,
@@ -70,6 +70,13 @@ COMPARE = TaskSpec(
             {"type": Path},
             lambda path: {name: {"profile": path} for name in PROFILE_ROWS},
         ),
+        Param(
+            "versus",
+            "retriever",
+            "the row each strategy is paired with (wins, losses, sign test)",
+            "--versus",
+            omit_default=True,
+        ),
         EMBEDDER,
     ),
 )
@@ -107,7 +114,7 @@ def run_compare(run: TaskRun) -> EvalResult:
     options = run["strategy_options"]
     compared = compare_section(
         ctx, dataset, strategies=run["strategies"], worst_position=worst, gold=gold,
-        sweep_rows=rows, strategy_options=options,
+        sweep_rows=rows, strategy_options=options, versus=run["versus"],
     )  # fmt: skip
     return run.finish([*sweep, compared], title=f"Strategy comparison, {docs} passages")
 
@@ -122,11 +129,15 @@ def compare_section(
     sweep_rows: Sequence[Mapping[str, Any]] | None = None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     gold_of: Mapping[str, Sequence[str]] | None = None,
+    versus: str | None = "retriever",
 ) -> Section:
     """Run every strategy in the ``gold`` settings in ``ctx``; summarise as a report section.
 
     ``gold_of[name]`` narrows strategy ``name`` to some of those settings (``eval quick``
     runs the scoring strategies, ten passes a question each, at the random position only).
+    ``versus``: the row every other is paired with, question by question: the table
+    shows the questions each wins and loses against it and the exact sign test's
+    p-value (``None``, or a row not run: no such column).
 
     Each strategy's seed on an instance derives from its seed group's name
     (:func:`~rag_position.eval.strategies.seed_name`): the ConvexScore variants share
@@ -169,7 +180,15 @@ def compare_section(
             for strategy in chosen:
                 if label in narrowed.get(strategy.name, gold):
                     jobs.append(_job(ctx, model, strategy, placed, setting, label, position[label]))
-    rows = summarize(ctx.run(jobs, desc=f"compare k={k}"), seed=ctx.seed)
+    records = list(ctx.run(jobs, desc=f"compare k={k}"))
+    rows = summarize(records, seed=ctx.seed)
+    pairs = paired(records, versus) if versus is not None else {}
+    versus_run = versus is not None and any(s.name == versus for s in chosen)
+    for r in rows:
+        found = pairs.get((r["strategy"], r["setting"]))
+        if found is not None:
+            r.update(versus=versus, wins=found[0], losses=found[1], sign_p=found[2])
+    kept = _kept_notes(rows)
     names = {
         "random": "gold at a random position",
         "worst": f"gold at the worst position ({worst})",
@@ -190,6 +209,7 @@ def compare_section(
             num(r["prompt_tokens"], 0),
             num(r["generated_tokens"], 0),
             num(r["seconds"], 2),
+            *([_versus_cell(r)] if versus_run else []),
         ]
         for r in rows
     ]
@@ -202,11 +222,20 @@ def compare_section(
         "prompt tokens",
         "generated tokens",
         "seconds",
+        *([f"vs {versus}: won/lost (p)"] if versus_run else []),
     ]
     for name, labels in narrowed.items():
         if any(s.name == name for s in chosen) and set(labels) != set(gold):
             shown = " and the ".join(names[label] for label in labels)
             notes.append(f"{name}: run only with the {shown}")
+    if versus_run:
+        notes.append(
+            f"won/lost: questions a strategy answers right that {versus} gets wrong, and the "
+            "reverse, on the same instances; p: the exact two-sided sign test on those counts"
+        )
+    elif versus is not None:
+        notes.append(f"no paired column: {versus} was not run")
+    notes.extend(kept)
     notes.append(
         "costs are means per question: choosing the order plus generating the answer "
         "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "
@@ -226,6 +255,27 @@ def compare_section(
             **({"worst position": worst} if "worst" in gold else {}),
         },
     )
+
+
+def _versus_cell(row: Mapping[str, Any]) -> str:
+    if "wins" not in row:
+        return "--"
+    p = row["sign_p"]
+    return f"{row['wins']}/{row['losses']} ({'<0.001' if p < 0.001 else f'{p:.3f}'})"
+
+
+def _kept_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the selecting rows kept: passages per question, and how often the gold."""
+    notes = []
+    for r in rows:
+        if "kept" in r:
+            gold = r.get("gold_kept")
+            notes.append(
+                f"{r['strategy']} ({r['gold']}): kept {r['kept']:.2f} of {r['docs']} passages a "
+                "question"
+                + ("" if gold is None else f", the gold passage among them {100 * gold:.1f}%")
+            )
+    return notes
 
 
 def check_gold(gold: Sequence[str]) -> tuple[str, ...]:

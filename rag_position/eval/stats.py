@@ -126,3 +126,47 @@ def _is_number(value: Any) -> bool:
         and not isinstance(value, bool)
         and math.isfinite(float(value))
     )
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """The two-sided exact sign test's p-value for ``wins`` against ``losses`` (ties left out).
+
+    Example:
+        >>> round(sign_test(9, 1), 4), sign_test(0, 0), sign_test(3, 3)
+        (0.0215, 1.0, 1.0)
+    """
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
+    return float(min(1.0, 2 * tail))
+
+
+def paired(
+    records: Iterable[Mapping[str, Any]], against: str
+) -> dict[tuple[str, str], tuple[int, int, float]]:
+    """Per (strategy, setting): questions it got right that ``against`` got wrong (wins),
+    the reverse (losses), and the sign test's p-value, over the instances both answered.
+
+    Example:
+        >>> rec = lambda s, i, c: {"strategy": s, "setting": "x", "instance": i, "correct": c}
+        >>> records = [rec("base", 1, False), rec("base", 2, True), rec("new", 1, True),
+        ...            rec("new", 2, True)]
+        >>> paired(records, "base")[("new", "x")]
+        (1, 0, 1.0)
+    """
+    by: dict[tuple[str, str], dict[str, bool]] = {}
+    for r in records:
+        by.setdefault((str(r["strategy"]), str(r["setting"])), {})[str(r["instance"])] = bool(
+            r["correct"]
+        )
+    out: dict[tuple[str, str], tuple[int, int, float]] = {}
+    for (strategy, setting), answers in by.items():
+        base = by.get((against, setting))
+        if base is None or strategy == against:
+            continue
+        both = answers.keys() & base.keys()
+        wins = sum(1 for i in both if answers[i] and not base[i])
+        losses = sum(1 for i in both if base[i] and not answers[i])
+        out[(strategy, setting)] = (wins, losses, sign_test(wins, losses))
+    return out

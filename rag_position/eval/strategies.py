@@ -113,7 +113,12 @@ class TableStrategy:
         prompt = getattr(result, "prompt", None)
         if not isinstance(prompt, str):
             prompt = render_qa(instance.question, passages)
-        return Prepared(prompt=prompt, cost=cost, info=_gold_at(instance, passages))
+        info = _gold_at(instance, passages)
+        if self.spec.selects:  # how many it kept, and whether the gold was among them
+            info["kept"] = len(passages)
+            if instance.gold is not None:
+                info["gold_kept"] = 1.0 if "gold_at" in info else 0.0
+        return Prepared(prompt=prompt, cost=cost, info=info)
 
 
 def builtin_strategies() -> dict[str, EvalStrategy]:

@@ -13,7 +13,7 @@ both framework integrations.
 from __future__ import annotations
 
 from rag_position.strategies._align import StrategyError
-from rag_position.strategies._base import AnswerResult, GaugeResult, OrderingResult
+from rag_position.strategies._base import AnswerResult, OrderingResult
 from rag_position.strategies._convex_score import ConvexScoreResult, convex_score
 from rag_position.strategies._edge_reorder import edge_reorder
 from rag_position.strategies._fact import (
@@ -38,6 +38,7 @@ from rag_position.strategies._recite_then_solve import (
     recite_then_solve,
 )
 from rag_position.strategies._sandwich import sandwich, sandwich_prompt
+from rag_position.strategies._select_and_place import select_and_place
 from rag_position.strategies.profiles import PositionProfile, estimate_profile
 from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strategy
 
@@ -47,7 +48,6 @@ __all__ = [
     "ConvexScoreResult",
     "FactResult",
     "FactTrace",
-    "GaugeResult",
     "MedoidResult",
     "MedoidTrace",
     "OrderingResult",
@@ -72,4 +72,5 @@ __all__ = [
     "recite_then_solve",
     "sandwich",
     "sandwich_prompt",
+    "select_and_place",
 ]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 from rag_position.cost import Cost
-from rag_position.models.protocols import Scorer, Span
+from rag_position.models.protocols import Scorer, Span, SpanScore
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies._base import (
     OrderingResult,
@@ -80,10 +80,7 @@ def passage_likelihood(
         return OrderingResult(
             passages=items, order=list(range(n)), scores=[], cost=Cost(), details=details
         )
-    docs = to_passages(items)
-    prompts = [render_qa(question, [doc], template=template) for doc in docs]
-    spans: list[Span] = [question_span(p, question) for p in prompts]
-    span_scores, cost = score_prompts(scorer, prompts, spans)
+    span_scores, cost = score_alone(question, items, scorer, template)
     scores = [s.mean for s in span_scores]
     ranked = sorted(range(n), key=lambda d: (-scores[d], d))
     order = place(ranked, placement, rest or "keep", prof)
@@ -94,6 +91,16 @@ def passage_likelihood(
         cost=cost,
         details={"gold": ranked[0]},
     )
+
+
+def score_alone(
+    question: str, items: Sequence[Any], scorer: Scorer, template: str | None = None
+) -> tuple[list[SpanScore], Cost]:
+    """The question's score after each passage alone (the QA prompt, or ``template``,
+    with one passage), in ONE ``score_spans`` call, and what it cost."""
+    prompts = [render_qa(question, [doc], template=template) for doc in to_passages(items)]
+    spans: list[Span] = [question_span(p, question) for p in prompts]
+    return score_prompts(scorer, prompts, spans)
 
 
 __all__ = ["passage_likelihood"]

@@ -28,6 +28,9 @@ name                            calls                                           
                                 a ``scorer``: passage likelihood, or ConvexScore
                                 with ``relevance="convex_score"``; the passages'
                                 own, else the order)
+``select_and_place``            :func:`select_and_place` (keeps the likeliest,      scorer
+                                the best last)
+``select_and_place_profile``    :func:`select_and_place` (``"profile"``)            scorer, profile=
 ``edge``                        :func:`edge_reorder` (``mode="langchain"``)         --
 ``sandwich``                    the given order, query-aware ``prompt``             --
 ``fact``                        :func:`fact` (answers)                              generator
@@ -69,6 +72,7 @@ from rag_position.strategies._passage_likelihood import passage_likelihood
 from rag_position.strategies._profile_reorder import profile_reorder
 from rag_position.strategies._recite_then_solve import recite_then_solve
 from rag_position.strategies._sandwich import sandwich, sandwich_prompt
+from rag_position.strategies._select_and_place import select_and_place
 from rag_position.strategies.profiles import check_placement
 
 Role = Literal["scorer", "generator", "embedder"]
@@ -97,6 +101,23 @@ def _convex_record(result: Any) -> Record:
 
 def _passage_record(result: Any) -> Record:
     return _gold_record(result, result.details["gold"])
+
+
+def _selection_record(result: Any) -> Record:
+    """Each passage's own score; its rank by likelihood and share of the posterior; the
+    input positions of the dropped passages (most likely first) on every kept one."""
+    ranked = result.details["ranked"]
+    rank = {d: r for r, d in enumerate(ranked)}
+    dropped = list(result.details["dropped"])
+    extras = [
+        {
+            "likelihood_rank": rank[i],
+            "posterior": float(result.details["posterior"][i]),
+            "dropped": dropped,
+        }
+        for i in range(len(ranked))
+    ]
+    return list(result.scores) or None, extras
 
 
 def _check_placed(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,6 +168,9 @@ class StrategySpec:
     :attr:`option_model`, the component's pydantic options, generated from the
     function's annotated signature. ``seed_group``: the row whose per-question seed
     it shares in the eval (the ConvexScore variants score the same prompts).
+    ``selects``: the row may drop passages (``result.passages`` is a subset, in a new
+    order; ``result.details["dropped"]`` lists the rest), where every other row
+    returns a permutation.
 
     Example:
         >>> spec = STRATEGIES["edge"]
@@ -174,6 +198,7 @@ class StrategySpec:
     record: Callable[[Any], Record] | None = None
     check: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     seed_group: str = ""
+    selects: bool = False
 
     @cached_property
     def _parameters(self) -> dict[str, inspect.Parameter]:
@@ -363,6 +388,29 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 fixed=MappingProxyType({"placement": "profile"}),
                 requires=("profile",),
                 summary="passages ranked by their own question likelihood, down the profile",
+            ),
+            StrategySpec(
+                "select_and_place",
+                select_and_place,
+                needs=("scorer",),
+                selects=True,
+                summary="the passages likeliest to answer, the rest dropped, the best last",
+                component="SelectAndPlace",
+                record_keys=MappingProxyType(
+                    {"likelihood_rank": 0, "posterior": 1.0, "dropped": []}
+                ),
+                record=_selection_record,
+                check=_check_placed,
+            ),
+            StrategySpec(
+                "select_and_place_profile",
+                select_and_place,
+                needs=("scorer",),
+                selects=True,
+                component="SelectAndPlace",
+                fixed=MappingProxyType({"placement": "profile"}),
+                requires=("profile",),
+                summary="the passages likeliest to answer, down the position profile",
             ),
             StrategySpec(
                 "edge",

@@ -8,9 +8,9 @@ wrap passages as its objects, call a reorderer and read back metadata. Checked o
 generated inputs (0 to 30 items, empty, emoji and long texts, the same object more than
 once, nested metadata, NaN/inf scores, scripted scorers: a hash of the prompt, a
 constant, NaN/inf): the output is a permutation of the input by identity where identity
-is promised (a documented selection for Haystack's options), else each input once as a
-NEW copy with a new metadata dict (the caller's keys, values shared) plus one record
-(``RECORD_KEYS`` and the row's ``record_keys``; ``rank``, ``original_rank``, a score that
+is promised (a documented selection for Haystack's options and the selecting rows),
+else each input once as a NEW copy with a new metadata dict (the caller's keys, values
+shared) plus one record (``RECORD_KEYS`` and the row's ``record_keys``; ``rank``, ``original_rank``, a score that
 is never NaN); inputs and options unchanged; a scorer's NaN/inf refused with a clear
 ``BackendError`` (or still a permutation), one batched call from two items on; documented
 refusals a ``ValueError`` that changes nothing; no items in, no items out.
@@ -82,6 +82,8 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "mode": (edge_modes, "langchain"),
     "rest": (st.sampled_from([None, "keep"]), None),
     "top_k": (st.one_of(st.none(), st.integers(1, 32)), 2),
+    "top_n": (st.one_of(st.none(), st.integers(1, 5)), 2),
+    "mass": (st.one_of(st.none(), st.floats(0.01, 1.0)), 0.5),
     "word_count_threshold": (st.integers(1, 40), 3),
     "replace_score": (st.booleans(), True),
     "use_scores": (st.booleans(), True),
@@ -99,7 +101,8 @@ class Case:
     name in ``takes``, are drawn from :data:`OPTIONS`; ``fixed``: a component's other
     arguments. ``scores``: it calls the scorer (once, batched, from 2 items on);
     ``all_scores``: every item needs a value under ``score_key``; ``max_n``: the most items
-    (N² designs kept small); ``record``: ``(strategy, keys)`` of the record it writes."""
+    (N² designs kept small); ``record``: ``(strategy, keys)`` of the record it writes;
+    ``selects``: a selecting row (it may keep a subset, and lists the rest as dropped)."""
 
     build: Callable[[Any, dict[str, Any]], Any] = lambda s, o: None
     takes: tuple[str, ...] = ()
@@ -108,6 +111,7 @@ class Case:
     all_scores: bool = False
     max_n: int = 30
     record: tuple[str, frozenset[str]] = ("", frozenset())
+    selects: bool = False
 
     @property
     def score_key(self) -> bool:
@@ -116,8 +120,8 @@ class Case:
 
     @property
     def drops(self) -> bool:
-        """Haystack's options: a documented selection, not a permutation."""
-        return "top_k" in self.takes
+        """A documented selection, not a permutation: Haystack's options, a selecting row."""
+        return "top_k" in self.takes or self.selects
 
     def options(self, n: int) -> st.SearchStrategy[dict[str, Any]]:
         return st.fixed_dictionaries({k: _of(OPTIONS[k][0], n) for k in self.takes})
@@ -155,6 +159,11 @@ COMPONENT_VARIANTS: dict[str, dict[str, Case]] = {
         "_scorer": v("profile", "metadata_key", scores=True),  # passage likelihood
         "_scorer_convex": v("profile", "metadata_key", scores=True, relevance="convex_score",
                             convex_options={"n_rotations": 2, "seed": 5}),
+    },
+    "select_and_place": {
+        "": v("mass", "top_n", "metadata_key"),
+        "_profile": v("profile", "metadata_key", placement="profile"),
+        "_first_all": v(placement="first", mass=None),
     },
     "edge": {
         "": v("mode", "metadata_key"),
@@ -410,6 +419,7 @@ class ComponentConformance(ReordererConformance):
                     takes=variant.takes + extra,
                     scores=scores or variant.scores,
                     record=record,
+                    selects=STRATEGIES[record[0]].selects,
                 )
         return cases
 
@@ -491,7 +501,9 @@ class ComponentConformance(ReordererConformance):
             out = tolerating_nonfinite(scorer, lambda: call(QUESTIONS[0], use_async))
             before.check()
             if out is not None:  # the record names the component's strategy
-                self.check_records(kept, list(out), record_of(self.components[name]), METADATA_KEY)
+                record = record_of(self.components[name])
+                drops = STRATEGIES[name].selects
+                self.check_records(kept, list(out), record, METADATA_KEY, drops=drops)
 
         check()
 

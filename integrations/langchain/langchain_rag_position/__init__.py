@@ -2,7 +2,8 @@
 
 Document compressors (``BaseDocumentCompressor``) :class:`LikelihoodReorder`,
 :class:`ConvexScoreReorder`, :class:`PassageLikelihoodReorder`, :class:`ProfileReorder`,
-:class:`EdgeReorder`; the
+:class:`EdgeReorder`, and :class:`SelectAndPlace` (keeps the likeliest documents,
+drops the rest, places what it keeps; fits ``ContextualCompressionRetriever``); the
 transformer :class:`EdgeReorderTransformer` (a drop-in for ``LongContextReorder``);
 the retriever :class:`PositionAwareRetriever`; the runnables :class:`QuerySandwich`,
 :class:`ReciteThenSolve`, :class:`FactRewriter`, :class:`MedoidVoting`; and
@@ -25,6 +26,7 @@ from langchain_rag_position.compressors import (
     LikelihoodReorder,
     PassageLikelihoodReorder,
     ProfileReorder,
+    SelectAndPlace,
 )
 from langchain_rag_position.document_transformers import EdgeReorderTransformer
 from langchain_rag_position.embeddings import RagPositionEmbeddings
@@ -55,4 +57,5 @@ __all__ = [
     "QuerySandwich",
     "RagPositionEmbeddings",
     "ReciteThenSolve",
+    "SelectAndPlace",
 ]

@@ -152,6 +152,7 @@ Example:
 LikelihoodReorder = table_compressor("LikelihoodReorder")
 ConvexScoreReorder = table_compressor("ConvexScoreReorder")
 PassageLikelihoodReorder = table_compressor("PassageLikelihoodReorder")
+SelectAndPlace = table_compressor("SelectAndPlace")
 
 
 class ProfileReorder(_Scored, ProfileOptions):
@@ -247,4 +248,5 @@ __all__ = [
     "LikelihoodReorder",
     "PassageLikelihoodReorder",
     "ProfileReorder",
+    "SelectAndPlace",
 ]

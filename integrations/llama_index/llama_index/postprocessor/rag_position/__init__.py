@@ -2,7 +2,8 @@
 
 Postprocessors reorder retrieved nodes (:class:`LikelihoodReorder`,
 :class:`ConvexScoreReorder`, :class:`PassageLikelihoodReorder`, :class:`ProfileReorder`,
-:class:`EdgeReorder`) and
+:class:`EdgeReorder`; :class:`SelectAndPlace` keeps the likeliest nodes, like a
+reranker's ``top_n``, and drops the rest) and
 write what they found under the node metadata key :data:`METADATA_KEY`;
 :class:`PositionAwareRetriever` wraps any retriever with one of them; the query
 engines run the generation-side strategies (:class:`QuerySandwichQueryEngine`,
@@ -33,6 +34,7 @@ from llama_index.postprocessor.rag_position.base import (
     LikelihoodReorder,
     PassageLikelihoodReorder,
     ProfileReorder,
+    SelectAndPlace,
 )
 from llama_index.postprocessor.rag_position.query_engines import (
     FactQueryEngine,
@@ -62,6 +64,7 @@ __all__ = [
     "RagPositionEmbedding",
     "RagPositionLLM",
     "ReciteThenSolveQueryEngine",
+    "SelectAndPlace",
     "openai_scorer",
     "resolve_embedder",
     "resolve_generator",

@@ -179,6 +179,7 @@ Example:
 LikelihoodReorder = table_postprocessor("LikelihoodReorder")
 ConvexScoreReorder = table_postprocessor("ConvexScoreReorder")
 PassageLikelihoodReorder = table_postprocessor("PassageLikelihoodReorder")
+SelectAndPlace = table_postprocessor("SelectAndPlace")
 
 
 class ProfileReorder(_ScoringReorder, ProfileOptions):
