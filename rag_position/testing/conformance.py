@@ -1,20 +1,20 @@
 """The reorderer conformance kit: one set of property tests for every reorderer (tests only).
 
-In the spirit of scikit-learn's ``check_estimator`` and ``langchain-tests``' standard test
-classes: a test module subclasses :class:`ReordererConformance` (core functions) or
-:class:`ComponentConformance` (a framework's components, one case per row of the strategy
-table and :data:`COMPONENT_VARIANTS`) as a ``Test*`` class and fills in the hooks: how to
-wrap passages as its objects, call a reorderer and read back metadata. Checked on
-generated inputs (0 to 30 items, empty, emoji and long texts, the same object more than
-once, nested metadata, NaN/inf scores, scripted scorers: a hash of the prompt, a
-constant, NaN/inf): the output is a permutation of the input by identity where identity
-is promised (a documented selection for Haystack's options and the selecting rows),
-else each input once as a NEW copy with a new metadata dict (the caller's keys, values
-shared) plus one record (``RECORD_KEYS`` and the row's ``record_keys``; ``rank``, ``original_rank``, a score that
-is never NaN); inputs and options unchanged; a scorer's NaN/inf refused with a clear
-``BackendError`` (or still a permutation), one batched call from two items on; documented
-refusals a ``ValueError`` that changes nothing; no items in, no items out.
-Needs ``hypothesis`` and ``pytest`` (dev dependencies).
+In the spirit of scikit-learn's ``check_estimator`` and ``langchain-tests``' standard
+test classes: a test module subclasses :class:`ReordererConformance` (core functions) or
+:class:`ComponentConformance` (a framework's components, one case per row of the
+strategy table and :data:`COMPONENT_VARIANTS`) as a ``Test*`` class and fills in the
+hooks: how to wrap passages as its objects, call a reorderer and read back metadata.
+Checked on generated inputs (0 to 30 items, empty, emoji and long texts, the same object
+more than once, nested metadata, NaN/inf scores, scripted scorers: a hash of the prompt,
+a constant, NaN/inf): the output is a permutation of the input by identity where
+identity is promised (a documented selection for Haystack's options and the selecting
+rows), else each input once as a NEW copy with a new metadata dict (the caller's keys,
+values shared) plus one record (``RECORD_KEYS`` and the row's ``record_keys``; ``rank``,
+``original_rank``, a score that is never NaN); inputs and options unchanged; a scorer's
+NaN/inf refused with a clear ``BackendError`` (or still a permutation), one batched call
+from two items on; documented refusals a ``ValueError`` that changes nothing; no items
+in, no items out. Needs ``hypothesis`` and ``pytest`` (dev dependencies).
 """
 
 from __future__ import annotations
