@@ -114,3 +114,17 @@ def test_compare_names_the_rows_problem_or_skips_them(tmp_path: Path) -> None:
     chosen = _choose(None, {}, None, 10, Ctx(), notes)  # type: ignore[arg-type]
     assert not {s.name for s in chosen} & set(LINGUA_ROWS)
     assert any(n.startswith("longllmlingua, longllmlingua_last: not run") for n in notes)
+
+
+def test_top1_is_the_coarse_compression_at_one_document(embedded_fp32: Any) -> None:
+    """``longllmlingua_top1``: llmlingua's top document alone (the budget of
+    ``select_and_place:top_n=1``); what it kept, and whether the gold was among it."""
+    model, instance = embedded_fp32, _instance()
+    row = lingua_strategies()["longllmlingua_top1"]
+    prepared = row.prepare(instance, model, seed=0)  # type: ignore[arg-type]
+    top = prepared.info["ranking"][0]
+    assert top == _reference_ranking(model, instance)[0]
+    assert prepared.prompt == render_qa(instance.question, [instance.passages[top]])
+    assert prepared.info["kept"] == 1
+    assert prepared.info["gold_kept"] == (1.0 if top == instance.gold_index else 0.0)
+    assert prepared.cost.lm_calls == len(TEXTS)  # the ranking scores every document

@@ -11,6 +11,7 @@ row's ``record_keys``), the same in both integrations.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,7 +148,8 @@ def reordering(
     """
     n = len(passages)
     if n < 2 or row.record is None:
-        return _reordering(n, list(range(n)), None, [dict(row.record_keys) for _ in range(n)])
+        unscored = [copy.deepcopy(dict(row.record_keys)) for _ in range(n)]  # none shared
+        return _reordering(n, list(range(n)), None, unscored)
     models = (_scorer(scorer),) if "scorer" in row.needs else ()
     result = row.function(question, passages, *models, **options)
     scores, extras = row.record(result)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.data import QAInstance, place_gold
+from rag_position.eval.attention_sort import ATTENTION_ROWS, attention_model_problem
 from rag_position.eval.common import EvalConfigError, Key, Prepared, derive_seed
 from rag_position.eval.datasets import MultidocData
 from rag_position.eval.lingua import LINGUA_ROWS, lingua_installed, lingua_model_problem
@@ -322,6 +323,7 @@ def _choose(
     parsed = [split_variant(n) for n in names] if names is not None else []
     measured = eval_profile(sweep, k, ctx.label) if sweep else None
     lingua_problem = lingua_model_problem(ctx.model) if lingua_installed() else None
+    attention_problem = attention_model_problem(ctx.model)
     for profile_name in PROFILE_ROWS:
         wanted = names is None or any(base == profile_name for base, _ in parsed)
         if profile_name not in options and measured is not None:
@@ -347,6 +349,10 @@ def _choose(
                 f"{', '.join(LINGUA_ROWS)}: not run, llmlingua is not installed "
                 "(pip install 'rag-position[baselines]')"
             )
+        if attention_problem:
+            for name in ATTENTION_ROWS:
+                found.pop(name, None)
+            notes.append(f"{', '.join(ATTENTION_ROWS)}: not run: {attention_problem}")
         for profile_name in PROFILE_ROWS:
             if profile_name in found and profile_name not in options:
                 del found[profile_name]
@@ -360,6 +366,8 @@ def _choose(
         )
     if named_lingua and lingua_problem:
         raise EvalConfigError(f"--strategies: {', '.join(named_lingua)}: {lingua_problem}")
+    if attention_problem and any(split_variant(n)[0] in ATTENTION_ROWS for n in names):
+        raise EvalConfigError(f"--strategies: {attention_problem}")
     for profile_name in PROFILE_ROWS:
         unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
         if unprofiled and profile_name not in options:

@@ -11,7 +11,8 @@ the package, not a second copy), and its top document is placed first
 (``longllmlingua``, LongLLMLingua's own reordering) or last (``longllmlingua_last``,
 where this model reads best; the placement ``passage_likelihood:placement=last``
 uses), the rest keeping the retriever's order, so the rows differ from ours only in
-the ranking.
+the ranking. ``longllmlingua_top1`` is its coarse compression at one document: the
+top-ranked document alone, the answer prompt's budget of ``select_and_place:top_n=1``.
 
 Installed with the ``[baselines]`` extra (``llmlingua==0.2.2``). The rows need a
 local transformers model (``embedded``, ``hf:...``): the package scores with the
@@ -37,7 +38,7 @@ from rag_position.prompts import DOCUMENT_TEMPLATE, render_qa
 from rag_position.strategies._base import to_passages
 from rag_position.strategies.profiles import place
 
-LINGUA_ROWS = ("longllmlingua", "longllmlingua_last")
+LINGUA_ROWS = ("longllmlingua", "longllmlingua_last", "longllmlingua_top1")
 QUESTION_SUFFIX = " We can get the answer to this question in the given documents."
 """What ``get_rank_results`` appends to the question before scoring (llmlingua 0.2.2)."""
 
@@ -68,6 +69,10 @@ def lingua_model_problem(model: Any) -> str | None:
 class LinguaStrategy:
     """LongLLMLingua's ranking by name; its top document ``placement`` first or last.
 
+    ``keep``: LongLLMLingua's coarse compression, document level only: the ``keep``
+    top-ranked documents, the rest dropped (the answer prompt's budget in documents),
+    the top one at ``placement`` and the others by rank away from it.
+
     Example::
 
         row = LinguaStrategy("longllmlingua_last", "last")
@@ -77,6 +82,7 @@ class LinguaStrategy:
 
     name: str
     placement: Literal["first", "last"]
+    keep: int | None = None
 
     def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
         problem = lingua_model_problem(model)
@@ -88,14 +94,24 @@ class LinguaStrategy:
             for i, p in enumerate(to_passages(passages))
         ]
         ranking, cost = _rank(model, docs, instance.question)
-        order = place(ranking, self.placement, "keep", None) if len(docs) > 1 else ranking
+        if self.keep is not None:
+            kept = ranking[: self.keep]
+            order = kept if self.placement == "first" else kept[::-1]
+        elif len(docs) > 1:
+            order = place(ranking, self.placement, "keep", None)
+        else:
+            order = ranking
         chosen = [passages[i] for i in order]
         gold = instance.gold
         info: dict[str, Any] = {"ranking": ranking}
+        if self.keep is not None:
+            info["kept"] = len(chosen)
         for i, p in enumerate(chosen):
             if gold is not None and (p is gold or p == gold):
                 info["gold_at"] = i
                 break
+        if self.keep is not None and gold is not None:
+            info["gold_kept"] = 1.0 if "gold_at" in info else 0.0
         return Prepared(prompt=render_qa(instance.question, chosen), cost=cost, info=info)
 
 
@@ -103,7 +119,7 @@ def lingua_strategies() -> dict[str, LinguaStrategy]:
     """The LongLLMLingua rows, where ``llmlingua`` is installed.
 
     Example:
-        >>> sorted(lingua_strategies()) in ([], ["longllmlingua", "longllmlingua_last"])
+        >>> sorted(lingua_strategies()) in ([], list(LINGUA_ROWS))
         True
     """
     if not lingua_installed():
@@ -111,6 +127,7 @@ def lingua_strategies() -> dict[str, LinguaStrategy]:
     return {
         "longllmlingua": LinguaStrategy("longllmlingua", "first"),
         "longllmlingua_last": LinguaStrategy("longllmlingua_last", "last"),
+        "longllmlingua_top1": LinguaStrategy("longllmlingua_top1", "last", keep=1),
     }
 
 

@@ -7,7 +7,8 @@ know the gold passage), and, when the frameworks are installed,
 ``langchain_reorder`` / ``llamaindex_reorder`` (the frameworks' own
 ``LongContextReorder`` classes run on the same inputs), and, when ``llmlingua``
 is installed, ``longllmlingua`` / ``longllmlingua_last`` (LongLLMLingua's ranking
-by name: :mod:`rag_position.eval.lingua`). Every row of
+by name: :mod:`rag_position.eval.lingua`), and ``attention_sort`` (attention sorting by
+its recipe, on a local model: :mod:`rag_position.eval.attention_sort`). Every row of
 :data:`rag_position.strategies.STRATEGIES` runs as a :class:`TableStrategy`,
 called with the run's model as scorer and generator and the question's seed; a
 row added to that table appears in ``compare`` with no change here.
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 
 from rag_position.cost import Cost, record, spent_by, spent_or_sent
 from rag_position.data import QAInstance, place_gold
+from rag_position.eval.attention_sort import attention_strategies
 from rag_position.eval.common import EvalConfigError, Prepared
 from rag_position.eval.lingua import lingua_strategies
 from rag_position.passages import Passage
@@ -168,6 +170,7 @@ def _every_strategy(
     found.update(builtin_strategies())
     found.update(framework_strategies())
     found.update(lingua_strategies())
+    found.update(attention_strategies())
     for name, spec in table.items():
         if name not in found:
             found[name] = _table_strategy(name, spec, options)

@@ -113,7 +113,7 @@ def _selection_record(result: Any) -> Record:
         {
             "likelihood_rank": rank[i],
             "posterior": float(result.details["posterior"][i]),
-            "dropped": dropped,
+            "dropped": list(dropped),  # each record its own list
         }
         for i in range(len(ranked))
     ]
