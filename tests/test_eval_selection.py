@@ -91,3 +91,37 @@ def test_paired_counts_only_the_instances_both_answered() -> None:
                rec("x", 2, False), rec("x", 4, True),
                rec("x", 1, True, setting="other")]  # fmt: skip
     assert paired(records, "b") == {("x", "s"): (1, 1, 1.0)}  # instance 4 and "other" unpaired
+
+
+def test_open_domain_reads_with_selection_and_scores_each_chunk_once(
+    data: Path, tmp_path: Path
+) -> None:
+    from rag_position.eval.open_domain import run_open_domain
+
+    class CountingGold(GoldScorer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scored: list[str] = []
+
+        def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+            self.scored.extend(prompts)
+            return super().score_spans(prompts, spans)
+
+    model = CountingGold()
+    result = run_open_domain(
+        model, ks=[5, 20], retriever="bm25", data=data, questions=4,
+        strategies=["retriever", "select_and_place"], out=tmp_path,
+    )  # fmt: skip
+    rows = {(r["strategy"], r["k"]): r for r in result.rows if r["strategy"] != "retriever-recall"}
+    assert set(rows) == {(n, k) for n in ("reader", "reader+select_and_place") for k in (5, 20)}
+    # every chunk prompt scored once: k=20 repeats k=5's five prompts from memory
+    assert len(model.scored) == len(set(model.scored)) == 4 * 20
+    for k in (5, 20):  # still charged in full: one LM call per chunk, plus the answer
+        assert rows[("reader+select_and_place", k)]["lm_calls"] == k + 1
+        # the gold chunk alone where retrieved; no sure chunk: the mass keeps most of them
+        assert 1.0 <= rows[("reader+select_and_place", k)]["kept"] <= k
+    report = (tmp_path / "report.md").read_text()
+    header = "| k | retriever recall@k | reader accuracy@k | reader accuracy@k, select_and_place |"
+    assert header in report
+    kept = [rows[("reader+select_and_place", k)]["kept"] for k in (5, 20)]
+    assert f"passages kept a question: {kept[0]:.2f} at k=5, {kept[1]:.2f} at k=20" in report

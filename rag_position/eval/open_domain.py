@@ -39,7 +39,8 @@ from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.retrieval import BM25Retriever, DenseRetriever, Retriever
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import bootstrap_ci, summarize
-from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list
+from rag_position.eval.strategies import EvalStrategy, PromptScores, seed_name, select_strategies
+from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list, names
 from rag_position.passages import Passage, check_text
 from rag_position.prompts import render_qa
 from rag_position.strategies._align import sentence_spans
@@ -67,9 +68,23 @@ OPEN_DOMAIN = TaskSpec(
             {"type": int, "metavar": "N"},
             omit_default=True,
         ),
+        Param(
+            "strategies",
+            None,
+            "what the reader does with the top k, comma-separated strategies (default: "
+            "retriever, the top k as ranked); e.g. retriever,select_and_place",
+            "--strategies",
+            {},
+            names,
+            omit_default=True,
+        ),
         EMBEDDER,
     ),
 )
+
+READER = "reader"
+"""The rows' strategy name for the top k in retrieval order (``retriever``); another
+strategy's rows are ``reader+NAME``."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +115,10 @@ def run_open_domain(run: TaskRun) -> EvalResult:
 
     Parameters (:data:`OPEN_DOMAIN`): ``ks=(5, 10, 20, 30, 40, 50)``,
     ``retriever="dense"`` (or ``"bm25"``), ``chunk_sentences=None`` (whole passages;
-    ``N``: chunks of N sentences), ``embedder`` (the dense retriever's), and the
-    common ones (:data:`~rag_position.eval.task.COMMON`). A ``data`` file of
+    ``N``: chunks of N sentences), ``strategies=None`` (what the reader does with the
+    top k: ``["retriever"]``, the ranking as it is; any of ``compare``'s strategies,
+    e.g. ``"select_and_place"`` to keep the likeliest chunks), ``embedder`` (the dense
+    retriever's), and the common ones (:data:`~rag_position.eval.task.COMMON`). A ``data`` file of
     retrieval results (:func:`is_retrieval_results`, e.g. :data:`RETRIEVED_FILE`) is
     read as ranked, with its ``hasanswer`` flags: ``retriever`` and
     ``chunk_sentences`` then do not apply.
@@ -141,7 +158,9 @@ def run_open_domain(run: TaskRun) -> EvalResult:
             "in the file's order; recall@k: any of the top k has `hasanswer: true` "
             "(the file's flags, as the paper computes it)"
         )
-        section = open_domain_section(run.ctx, ranked, ks, retriever=FILE_RETRIEVER, note=note)
+        section = open_domain_section(
+            run.ctx, ranked, ks, retriever=FILE_RETRIEVER, note=note, strategies=run["strategies"]
+        )
         return run.finish([section], title="Open-domain QA: recall vs accuracy")
     records = load_qa(path)
     check_questions(questions, len(records))
@@ -169,8 +188,9 @@ def run_open_domain(run: TaskRun) -> EvalResult:
         "top k holds an answer (normalised match in the text)"
     )
     section = open_domain_section(
-        ctx, ranked, ks, retriever=ranker.name, chunk_sentences=chunk, note=note
-    )
+        ctx, ranked, ks, retriever=ranker.name, chunk_sentences=chunk, note=note,
+        strategies=run["strategies"],
+    )  # fmt: skip
     return run.finish([section], title="Open-domain QA: recall vs accuracy")
 
 
@@ -182,14 +202,20 @@ def open_domain_section(
     retriever: str,
     chunk_sentences: int | None = None,
     note: str = "",
+    strategies: Sequence[str] | None = None,
 ) -> Section:
     """Recall at each k from ``ranked``, the reader's answers from its top k in
     ``ctx``, and both curves as a section.
 
     ``retriever`` and ``chunk_sentences`` name the ranking in the rows' settings
     (``k=5 retriever=bm25 chunk_sentences=1``) and fields; ``note`` describes the
-    corpus in the report.
+    corpus in the report. ``strategies``: what the reader does with the top k
+    (``compare``'s names; default ``["retriever"]``, the ranking as it is, whose rows are
+    ``reader``; another's are ``reader+NAME``). Scoring strategies share their
+    one-passage prompts across k (:class:`~rag_position.eval.strategies.PromptScores`).
     """
+    chosen = select_strategies(list(strategies or ["retriever"]))
+    model = PromptScores(ctx.model)
     setting = f"retriever={retriever}"
     fields: dict[str, Any] = {"retriever": retriever}
     label = f"{retriever} retrieval"
@@ -217,15 +243,18 @@ def open_domain_section(
         )
         for r in ranked:
             inst = r.question
-            jobs.append(
-                Job(
-                    Key(TASK, ctx.label, "reader", str(inst.id), f"k={k} {setting}"),
-                    inst.answers,
-                    _prepare(inst.question, list(inst.passages[:k])),
-                    {"k": k, **fields},
+            for strategy in chosen:
+                name = READER if strategy.name == "retriever" else f"{READER}+{strategy.name}"
+                jobs.append(
+                    Job(
+                        Key(TASK, ctx.label, name, str(inst.id), f"k={k} {setting}"),
+                        inst.answers,
+                        _prepare(ctx, model, strategy, inst, k),
+                        {"k": k, **fields},
+                    )
                 )
-            )
     rows = summarize(ctx.run(jobs, desc="open-domain"), seed=ctx.seed)
+    readers = list(dict.fromkeys(r["strategy"] for r in rows))
     figure = "open-domain-recall-vs-accuracy.png"
     plot_panels(
         ctx.store.path.parent / figure,
@@ -236,22 +265,46 @@ def open_domain_section(
                 "%",
                 {
                     "retriever recall@k": [point(r, r["k"]) for r in recall_rows],
-                    "reader accuracy@k": [point(r, r["k"]) for r in rows],
+                    **{
+                        _label(name): [point(r, r["k"]) for r in rows if r["strategy"] == name]
+                        for name in readers
+                    },
                 },
                 xticks=list(ks),
             )
         ],
     )
-    by_k = {r["k"]: r for r in rows}
-    cells = [[str(r["k"]), acc_cell(r), acc_cell(by_k[r["k"]])] for r in recall_rows]
+    by = {(r["strategy"], r["k"]): r for r in rows}
+    cells = [
+        [str(r["k"]), acc_cell(r), *(acc_cell(by[(name, r["k"])]) for name in readers)]
+        for r in recall_rows
+    ]
+    notes = [f"{len(ranked)} questions; {note}" if note else f"{len(ranked)} questions"]
+    for name in readers:
+        kept = [by[(name, k)].get("kept") for k in ks]
+        if all(isinstance(x, float) for x in kept):
+            listed = ", ".join(f"{x:.2f} at k={k}" for x, k in zip(kept, ks, strict=True))
+            notes.append(f"{_label(name)}: passages kept a question: {listed}")
     return Section(
         title="Open-domain QA: retriever recall and reader accuracy by k",
         task=TASK,
         rows=recall_rows + rows,
-        tables=[Table("Percent [95% CI]", ["k", "retriever recall@k", "reader accuracy@k"], cells)],
+        tables=[
+            Table(
+                "Percent [95% CI]",
+                ["k", "retriever recall@k", *(_label(name) for name in readers)],
+                cells,
+            )
+        ],
         figures=[(figure, "Retriever recall@k and reader accuracy@k")],
-        notes=[f"{len(ranked)} questions; {note}" if note else f"{len(ranked)} questions"],
+        notes=notes,
     )
+
+
+def _label(name: str) -> str:
+    """``reader`` -> ``reader accuracy@k``; ``reader+NAME`` -> ``reader accuracy@k, NAME``."""
+    _, _, strategy = name.partition("+")
+    return "reader accuracy@k" + (f", {strategy}" if strategy else "")
 
 
 def rank_corpus(
@@ -448,8 +501,16 @@ def distinct_passages(records: Sequence[QAInstance]) -> list[Passage]:
     return corpus
 
 
-def _prepare(question: str, passages: list[Passage]) -> Any:
+def _prepare(
+    ctx: RunContext, model: Any, strategy: EvalStrategy, instance: QAInstance, k: int
+) -> Any:
+    top = QAInstance(instance.question, instance.answers, tuple(instance.passages[:k]),
+                     id=instance.id)  # fmt: skip
+
     def prepare() -> Prepared:
-        return Prepared(prompt=render_qa(question, passages))
+        if strategy.name == "retriever":  # the ranking as it is
+            return Prepared(prompt=render_qa(top.question, list(top.passages)))
+        seed = derive_seed(ctx.seed, seed_name(strategy.name), str(instance.id))
+        return strategy.prepare(top, model, seed=seed)
 
     return prepare

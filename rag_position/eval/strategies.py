@@ -419,3 +419,87 @@ class SharedScoring:
             while len(self._memo) > self._size:
                 del self._memo[next(iter(self._memo))]
         return list(results)
+
+
+class PromptScores(SharedScoring):
+    """A model whose ``score_spans`` computes each (prompt, span) once, whatever the request.
+
+    Where :class:`SharedScoring` replays a whole repeated request, this replays single
+    prompts: the open-domain reader scores the top 5, 10, 20... chunks of a question,
+    and each larger k repeats the smaller one's one-chunk prompts. A computed prompt is
+    charged its share of the call that computed it (one LM call, the call's tokens and
+    seconds split by prompt length); a replayed one is charged that share again, so each
+    strategy still reports what it would cost on its own. The memory keeps the last
+    ``size`` prompts.
+
+    Example:
+        >>> from rag_position.models.protocols import SpanScore
+        >>> class Counting:
+        ...     sent = 0
+        ...     def score_spans(self, prompts, spans):
+        ...         self.sent += len(prompts)
+        ...         return [SpanScore(-1.0, -1.0, 1) for _ in prompts]
+        >>> model = Counting()
+        >>> cached = PromptScores(model)
+        >>> _ = cached.score_spans(["a b", "c d"], [(2, 3), (2, 3)])
+        >>> _ = cached.score_spans(["a b", "c d", "e f"], [(2, 3), (2, 3), (2, 3)])
+        >>> model.sent, cached.usage.lm_calls
+        (3, 5)
+    """
+
+    def __init__(self, model: Any, size: int = 4096) -> None:
+        super().__init__(model, size)
+        self._prompts: dict[tuple[str, tuple[Any, ...]], tuple[Any, Cost]] = {}
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
+        keys = [(p, tuple(s)) for p, s in zip(prompts, spans, strict=True)]
+        with self._lock:
+            missing = list(dict.fromkeys(k for k in keys if k not in self._prompts))
+        if missing:
+            start = time.perf_counter()
+            with spent_by(self._model) as spend:
+                results = list(self._model.score_spans([k[0] for k in missing],
+                                                       [k[1] for k in missing]))  # fmt: skip
+            if len(results) != len(missing):
+                return results  # the caller's check names the mismatch
+            cost = spent_or_sent(spend.cost, len(missing), time.perf_counter() - start)
+            if spend.cost is None:
+                with self._lock:
+                    self._extra = self._extra + cost
+                record(cost)
+            elif not spend.reported:
+                record(cost)
+            shares = _shares(cost, [len(k[0]) for k in missing])
+            with self._lock:
+                for key, result, share in zip(missing, results, shares, strict=True):
+                    self._prompts[key] = (result, share)
+                while len(self._prompts) > self._size:
+                    del self._prompts[next(iter(self._prompts))]
+        fresh = set(missing)
+        out = []
+        replayed = Cost()
+        with self._lock:
+            for key in keys:
+                result, share = self._prompts[key]
+                out.append(result)
+                if key in fresh:
+                    fresh.discard(key)  # computed now: already counted
+                else:
+                    replayed = replayed + share
+            self._extra = self._extra + replayed
+        if replayed != Cost():
+            record(replayed)
+        return out
+
+
+def _shares(cost: Cost, lengths: Sequence[int]) -> list[Cost]:
+    """``cost`` split over prompts of these lengths: one LM call each, the tokens (whole,
+    summing to the total) and seconds by length."""
+    total = sum(lengths) or 1
+    tokens = [cost.prompt_tokens * n // total for n in lengths]
+    for i in range(cost.prompt_tokens - sum(tokens)):
+        tokens[i % len(tokens)] += 1
+    return [
+        Cost(lm_calls=1, prompt_tokens=t, seconds=cost.seconds * n / total)
+        for t, n in zip(tokens, lengths, strict=True)
+    ]
