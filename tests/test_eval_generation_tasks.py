@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,3 +271,35 @@ def test_cli_runs_the_generation_tasks(
     assert first["decoding"]["max_new_tokens"] == 32  # the task's own default
     assert main(["eval", "voting", "--control-temperatures", "warm"]) == 2
     assert "--control-temperatures: expected numbers" in capsys.readouterr().err
+
+
+class NeedleScorer(NeedleModel):
+    """Also scores: the question is likely (0) after a chunk holding one of the queried
+    key's needles, unlikely (-5) after any other chunk."""
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
+        from rag_position.models.protocols import SpanScore
+
+        out = []
+        for prompt in prompts:
+            key = re.findall(r"magic numbers for (\S+)\?", prompt)[-1]
+            mean = 0.0 if f"magic numbers for {key} is:" in prompt else -5.0
+            out.append(SpanScore(mean, 4 * mean, 4))
+        return out
+
+
+def test_multifact_selection_keeps_the_chunks_of_every_needle(tmp_path: Path) -> None:
+    model = NeedleScorer(per_call=10)
+    result = run_multifact(
+        model, tokens=[400], configs=[(2, 6)], questions=3, out=tmp_path,
+        strategies=["single_pass", "select_and_place"],
+    )  # fmt: skip
+    rows = {r["strategy"]: r for r in result.rows}
+    assert set(rows) == {"single_pass", "select_and_place"}  # no FACT asked for
+    selected = rows["select_and_place"]
+    # the posterior is even over the needles' chunks: 0.9 of it keeps every one of them
+    assert selected["needle_chunks_kept"] == 1.0 and selected["accuracy"] == 1.0
+    assert 1 <= selected["kept"] < selected["chunks"]
+    assert selected["lm_calls"] == selected["chunks"] + 1  # each chunk scored, one answer
+    with pytest.raises(EvalConfigError, match="--strategies: choose from"):
+        run_multifact(model, strategies=["nope"], out=tmp_path / "x")

@@ -38,14 +38,20 @@ from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
-from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list
+from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list, names
 from rag_position.prompts import render_fact_needle
-from rag_position.strategies import fact, needle_retrieve
+from rag_position.strategies import fact, needle_retrieve, select_and_place
+from rag_position.strategies._align import sentence_spans
 
 TASK = "multifact"
 DEFAULT_TOKENS = (2000, 4000)
 DEFAULT_CONFIGS = ((1, 10), (5, 10))
 """(keys, values): K1V10Q1 and K5V10Q1."""
+ROWS = ("single_pass", "fact")
+"""What multifact runs by default; ``select_and_place`` is asked for by name."""
+KNOWN_ROWS = (*ROWS, "select_and_place")
+SELECT_SENTENCES = 4
+"""Sentences a chunk, where ``select_and_place`` cuts the haystack into passages."""
 RETRIEVE_TOKENS = 160
 """New tokens for one needle answer: ten 7-digit numbers need about 80 tokens."""
 
@@ -64,6 +70,16 @@ MULTIFACT = TaskSpec(
             lambda text: [(k, 10) for k in parse_int_list(text, what="--keys")],
         ),
         Param("iterations", 4, "FACT iterations, at most", "--iterations", {"type": int}),
+        Param(
+            "strategies",
+            ROWS,
+            "single_pass, fact and/or select_and_place (the haystack cut into chunks of "
+            "4 sentences, the likeliest kept, then the single pass)",
+            "--strategies",
+            {"default": ",".join(ROWS)},
+            lambda text: names(text, what="--strategies") or (),
+            omit_default=True,
+        ),
     ),
     defaults={"max_new_tokens": RETRIEVE_TOKENS},
     cli_questions=None,
@@ -89,6 +105,12 @@ def run_multifact(run: TaskRun) -> EvalResult:
             row["strategy"], row["setting"], row["accuracy"]  # accuracy: mean recall
     """
     tokens, configs, iterations = run["tokens"], run["configs"], run["iterations"]
+    chosen = tuple(dict.fromkeys(run["strategies"]))
+    if not chosen or any(r not in KNOWN_ROWS for r in chosen):
+        raise EvalConfigError(
+            f"--strategies: choose from {', '.join(KNOWN_ROWS)} (comma-separated), "
+            f"got {list(chosen)}"
+        )
     if iterations < 1:
         raise EvalConfigError(f"--iterations must be >= 1, got {iterations}")
     if not tokens or not configs:
@@ -109,7 +131,7 @@ def run_multifact(run: TaskRun) -> EvalResult:
         for keys, values in configs
         for size in tokens
     }
-    section = multifact_section(ctx, haystacks, iterations)
+    section = multifact_section(ctx, haystacks, iterations, chosen)
     return run.finish([section], title="Multi-fact retrieval: single pass vs FACT")
 
 
@@ -152,24 +174,39 @@ def multifact_section(
     ctx: RunContext,
     haystacks: Mapping[tuple[int, int, int], Sequence[SyntheticInstance]],
     iterations: int,
+    strategies: Sequence[str] = ROWS,
 ) -> Section:
-    """Run single pass and FACT on every haystack in ``ctx``; summarise as a section."""
+    """Run ``strategies`` (single pass, FACT, selection) on every haystack in ``ctx``; summarise
+    as a section. ``select_and_place`` cuts the haystack into chunks of
+    :data:`SELECT_SENTENCES` sentences, keeps the likeliest for the question
+    (:func:`~rag_position.strategies.select_and_place` at its defaults, in their
+    haystack order) and answers the single pass's prompt from them."""
     jobs: list[Job] = []
     for (keys, values, size), instances in haystacks.items():
         setting = f"K{keys}V{values}Q1 tokens={size}"
         fields = {"config": f"K{keys}V{values}Q1", "tokens": size}
         for instance in instances:
             prompt = render_fact_needle(instance.context, instance.query)
-            jobs.append(
-                Job(
-                    Key(TASK, ctx.label, "single_pass", instance.id, setting),
-                    instance.answers,
-                    partial(Prepared, prompt=prompt),
-                    {**fields, "iteration": 0},
+            if "single_pass" in strategies:
+                jobs.append(
+                    Job(
+                        Key(TASK, ctx.label, "single_pass", instance.id, setting),
+                        instance.answers,
+                        partial(Prepared, prompt=prompt),
+                        {**fields, "iteration": 0},
+                    )
                 )
-            )
+            if "select_and_place" in strategies:
+                jobs.append(
+                    Job(
+                        Key(TASK, ctx.label, "select_and_place", instance.id, setting),
+                        instance.answers,
+                        partial(_selected, ctx.model, instance),
+                        {**fields, "iteration": 0},
+                    )
+                )
             run = _FactRun(ctx.model, instance, iterations, ctx.decoding.max_new_tokens)
-            for i in range(1, iterations + 1):
+            for i in range(1, iterations + 1 if "fact" in strategies else 1):
                 jobs.append(
                     Job(
                         Key(TASK, ctx.label, f"fact@{i}", instance.id, setting),
@@ -242,6 +279,38 @@ def multifact_section(
         ],
         settings={"iterations": iterations},
     )
+
+
+def haystack_chunks(context: str, sentences: int = SELECT_SENTENCES) -> list[str]:
+    """``context`` cut into consecutive chunks of ``sentences`` sentences (none dropped).
+
+    Example:
+        >>> haystack_chunks("A b. C d. E f.", 2)
+        ['A b. C d.', 'E f.']
+    """
+    spans = sentence_spans(context) or [(0, len(context))]
+    return [
+        context[spans[i][0] : spans[min(i + sentences, len(spans)) - 1][1]].strip()
+        for i in range(0, len(spans), sentences)
+    ]
+
+
+def _selected(model: Any, instance: SyntheticInstance) -> Prepared:
+    """The single pass on the chunks ``select_and_place`` keeps, in haystack order."""
+    chunks = haystack_chunks(instance.context)
+    result = select_and_place(instance.question, chunks, model)
+    kept = sorted(result.order)
+    wanted = {v for v in instance.answers}
+    holding = [i for i, c in enumerate(chunks) if needle_values(c) & wanted]
+    info = {
+        "kept": len(kept),
+        "chunks": len(chunks),
+        "needle_chunks_kept": (
+            sum(i in set(kept) for i in holding) / len(holding) if holding else 0.0
+        ),
+    }
+    context = " ".join(chunks[i] for i in kept)
+    return Prepared(prompt=render_fact_needle(context, instance.query), cost=result.cost, info=info)
 
 
 class _FactRun:
