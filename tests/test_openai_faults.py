@@ -41,6 +41,7 @@ SCORING_BREAKS = (
     "null-logprob",
     "short-logprobs",
     "short-offsets",
+    "short-arrays",
 )
 
 

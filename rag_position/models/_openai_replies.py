@@ -205,6 +205,14 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
     rest = _finite(values, 1)
     if offsets[0] != 0:
         raise Malformed(f"the first token starts at character {offsets[0]}, not 0")
+    # The last token must reach the end of the text (a token is at least as many bytes as
+    # characters): arrays cut short all alike would score a span they never reached.
+    left = len(text) - offsets[-1]
+    if left > len(_token_bytes(tokens[-1:])[0]):
+        raise Malformed(
+            f"the {n} tokens stop short of the text: the last starts at character "
+            f"{offsets[-1]} of {len(text)} and is {tokens[-1]!r}"
+        )
     return Echo(list(tokens), [first, *rest], list(offsets), parse_usage(data))
 
 

@@ -84,6 +84,15 @@ def _set_short_offsets(body: JSON) -> None:
     lp["text_offset"] = lp["text_offset"][:1]
 
 
+def _set_short_arrays(body: JSON) -> None:
+    """Every array cut to the same shorter length: consistent, but short of the text."""
+    lp = _logprobs_of(body)
+    n = max(1, len(lp["tokens"]) // 2)
+    for name in ("tokens", "token_logprobs", "text_offset", "top_logprobs"):
+        if isinstance(lp.get(name), list):
+            lp[name] = lp[name][:n]
+
+
 def _drop_choices(body: JSON) -> None:
     body["choices"] = []
 
@@ -95,6 +104,7 @@ BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
     "null-logprob": _set_null_logprob,
     "short-logprobs": _set_short_logprobs,
     "short-offsets": _set_short_offsets,
+    "short-arrays": _set_short_arrays,
     "no-choices": _drop_choices,
 }
 BREAKS = ("truncated-json", "html", "not-an-object", *BODY_BREAKS, "trickle", "hang")

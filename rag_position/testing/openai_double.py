@@ -447,7 +447,8 @@ class ModelServer(ThreadingHTTPServer):
 
         ``kind`` is one of ``BREAKS``: ``truncated-json``, ``html``, ``not-an-object``,
         ``null-text``, ``null-content``, ``nan-logprob``, ``null-logprob``,
-        ``short-logprobs``, ``short-offsets``, ``no-choices`` (a 200 with that body);
+        ``short-logprobs``, ``short-offsets``, ``short-arrays`` (every logprobs array cut
+        alike), ``no-choices`` (a 200 with that body);
         ``trickle`` (the right body, one byte every ``seconds``); ``hang`` (no answer for
         ``seconds``, then the connection closes).
         """
