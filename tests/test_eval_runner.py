@@ -553,7 +553,7 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
     run = {name for name, _ in rows}
     assert run == set(QUICK_STRATEGIES) & set(available_strategies())
-    assert {"likelihood_selection", "passage_likelihood_profile", "edge", "retriever"} <= run
+    assert {"select_and_place", "passage_likelihood_profile", "edge", "retriever"} <= run
     for name in run:
         settings = {g for s, g in rows if s == name}
         assert settings == ({"random"} if name in QUICK_RANDOM_ONLY else {"random", "worst"})
@@ -563,8 +563,9 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     assert rows[("passage_likelihood_profile", "random")]["accuracy"] == 1.0
     report = (tmp_path / "q" / "report.md").read_text()
     assert "passage_likelihood_profile uses the accuracy profile of this run's sweep" in report
-    assert "likelihood_selection: run only with the gold at a random position" in report
-    assert "'likelihood_selection'" in report  # the recorded call names the strategies run
+    assert "select_and_place: run only with the gold at a random position" in report
+    assert "'select_and_place'" in report  # the recorded call names the strategies run
+    assert "vs retriever: won/lost (p)" in report  # every row paired with the retriever
 
 
 def test_compare_refuses_a_narrowed_setting_outside_the_run(data: Path, tmp_path: Path) -> None:

@@ -4,10 +4,11 @@ Multi-document QA with 10 passages, the gold passage at positions 0, 4 and 9,
 closed-book and oracle baselines, then the strategy comparison on the same
 questions: the baselines, the frameworks' ``LongContextReorder`` and the
 no-scoring strategies with the gold at a random position and at the worst of the
-three; the scoring strategies (likelihood selection, and passage likelihood placed
-by the position profile this run's sweep has just measured: the library's best at
-its cost, docs/measurements.md, "Measured: identifying the gold passage") with the gold
-at the random position. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
+three; the scoring strategies (passage likelihood placed by the position profile this
+run's sweep has just measured, and select-and-place, which keeps only the passages
+that passage likelihood trusts: the library's best, docs/measurements.md, "Measured:
+select, then place") with the gold at the random position. Every row is paired with
+the retriever's order: the questions it wins and loses, and a sign test. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
 runs give identical numbers (and a second run into the same folder recomputes
 nothing).
 """
@@ -28,12 +29,12 @@ QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
 QUICK_STRATEGIES = (
     "retriever", "random", "gold_first", "gold_last", "edge", "sandwich",
-    "langchain_reorder", "llamaindex_reorder", "likelihood_selection",
-    "passage_likelihood_profile",
+    "langchain_reorder", "llamaindex_reorder", "passage_likelihood_profile",
+    "select_and_place",
 )  # fmt: skip
 """The baselines, the frameworks' reorders (where installed), the strategies that need
 no scoring pass, and the two scoring strategies of :data:`QUICK_RANDOM_ONLY`."""
-QUICK_RANDOM_ONLY = ("likelihood_selection", "passage_likelihood_profile")
+QUICK_RANDOM_ONLY = ("passage_likelihood_profile", "select_and_place")
 """Run with the gold at the random position only: they score (ten prompts a question)."""
 
 
