@@ -38,9 +38,14 @@ REORDER_NAMES = {
     "passage_likelihood_profile",
     "profile",
     "edge",
+    "select_and_place",
+    "select_and_place_profile",
 }
 # Retriever names that build another strategy's component with options fixed.
-VARIANTS = {"passage_likelihood_profile": "passage_likelihood"}
+VARIANTS = {
+    "passage_likelihood_profile": "passage_likelihood",
+    "select_and_place_profile": "select_and_place",
+}
 
 # (strategy, LangChain class, LlamaIndex class, the core function whose defaults apply)
 PAIRS: list[tuple[str, type[Any], type[Any], Callable[..., Any] | None]] = [
@@ -52,6 +57,7 @@ PAIRS: list[tuple[str, type[Any], type[Any], Callable[..., Any] | None]] = [
         li.PassageLikelihoodReorder,
         core.passage_likelihood,
     ),
+    ("select_and_place", lc.SelectAndPlace, li.SelectAndPlace, core.select_and_place),
     ("profile", lc.ProfileReorder, li.ProfileReorder, None),
     ("edge", lc.EdgeReorder, li.EdgeReorder, core.edge_reorder),
     ("edge", lc.EdgeReorderTransformer, li.EdgeReorder, core.edge_reorder),

@@ -474,7 +474,7 @@ def get_strategy(name: str) -> StrategySpec:
         >>> get_strategy("nope")
         Traceback (most recent call last):
         ...
-        ValueError: unknown strategy 'nope'; known: convex_score, ... sandwich
+        ValueError: unknown strategy 'nope'; known: convex_score, ... select_and_place_profile
     """
     try:
         return STRATEGIES[name]
