@@ -1,16 +1,16 @@
 """``rag-position eval quick``: the README's main job, about 10 minutes on a 2-core CPU.
 
 Multi-document QA with 10 passages, the gold passage at positions 0, 4 and 9,
-closed-book and oracle baselines, then the strategy comparison on the same
-questions: the baselines, the frameworks' ``LongContextReorder`` and the
-no-scoring strategies with the gold at a random position and at the worst of the
-three; the scoring strategies (passage likelihood placed by the position profile this
-run's sweep has just measured, and select-and-place, which keeps only the passages
-that passage likelihood trusts: the library's best, docs/measurements.md, "Measured:
-select, then place") with the gold at the random position. Every row is paired with
-the retriever's order: the questions it wins and loses, and a sign test. All on the first :data:`QUICK_QUESTIONS` dev questions. Fixed seeds: two
-runs give identical numbers (and a second run into the same folder recomputes
-nothing).
+closed-book and oracle baselines, then the strategy comparison on the same questions:
+the baselines, the frameworks' ``LongContextReorder`` and the no-scoring strategies with
+the gold at a random position and at the worst of the three; the scoring strategies
+(passage likelihood placed by the position profile this run's sweep has just measured,
+and select-and-place, which keeps only the passages that passage likelihood trusts: the
+library's best, docs/measurements.md, "Measured: select, then place") with the gold at
+the random position. Every row is paired with the retriever's order: the questions it
+wins and loses, and a sign test. All on the first :data:`QUICK_QUESTIONS` dev questions.
+Fixed seeds: two runs give identical numbers (and a second run into the same folder
+recomputes nothing).
 """
 
 from __future__ import annotations
