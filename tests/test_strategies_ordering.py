@@ -773,6 +773,8 @@ def test_registry_names_and_uniform_calls() -> None:
         "convex_score_sandwich",
         "passage_likelihood",
         "passage_likelihood_profile",
+        "select_and_place",
+        "select_and_place_profile",
         "edge",
         "sandwich",
         "profile",
@@ -786,11 +788,16 @@ def test_registry_names_and_uniform_calls() -> None:
         options = {"profile": profile} if "profile" in name else {}
         # PositionScorer reads where the gold sits among several passages; one passage alone
         # has no position
-        alone = name.startswith("passage_likelihood") or name == "profile"  # its default
+        alone = name.startswith(("passage_likelihood", "select_and_place")) or name == "profile"
         scorer = HashScorer() if alone else PositionScorer()
         r = strategy(QUESTION, docs, scorer=scorer, generator=None, **options)
         assert isinstance(r, OrderingResult)
-        assert sorted(map(id, r.passages)) == sorted(map(id, docs))
+        if strategy.selects:  # a selection; the rest listed as dropped
+            kept = [docs[i] for i in r.order] + [docs[i] for i in r.details["dropped"]]
+            assert [id(p) for p in r.passages] == [id(docs[i]) for i in r.order]
+            assert sorted(map(id, kept)) == sorted(map(id, docs))
+        else:
+            assert sorted(map(id, r.passages)) == sorted(map(id, docs))
     assert (
         get_strategy("convex_score")(QUESTION, docs, scorer=PositionScorer()).passages[0] is docs[2]
     )
