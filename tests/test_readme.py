@@ -75,6 +75,7 @@ def test_the_measurements_page_holds_every_measured_section() -> None:
         "## Measured: the U-curve on the embedded model, 200 questions",
         "## Measured: the ordering strategies, gold at a random position (200 questions)",
         "## Measured: identifying the gold passage, by design and cost",
+        "## Measured: select, then place (200 questions)",
         "## Measured: the open-domain curve on the embedded model",
         "## Measured: key-value retrieval and SWiM on the embedded model",
         "## Measured: FACT on multi-value needles (`eval multifact`)",
