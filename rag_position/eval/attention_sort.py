@@ -26,7 +26,7 @@ from typing import Any
 
 from rag_position.cost import Cost
 from rag_position.data import QAInstance
-from rag_position.eval.common import EvalConfigError, Prepared
+from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.prompts import DOCUMENT_TEMPLATE, render_qa
 from rag_position.strategies._base import to_passages
 
@@ -89,11 +89,7 @@ class AttentionSort:
             ranked = sorted(range(len(order)), key=lambda j: (received[j], j))
             order = [order[j] for j in ranked]
         chosen = [passages[i] for i in order]
-        info: dict[str, Any] = {}
-        gold = instance.gold
-        for i, p in enumerate(chosen):
-            if gold is not None and (p is gold or p == gold):
-                info["gold_at"] = i
+        info = gold_info(instance.gold, chosen)
         return Prepared(prompt=render_qa(instance.question, chosen), cost=cost, info=info)
 
 

@@ -109,6 +109,27 @@ class Prepared:
             raise ValueError("a Prepared needs exactly one of `prompt` and `answer`")
 
 
+def gold_info(gold: Any, chosen: Sequence[Any], *, selects: bool = False) -> dict[str, Any]:
+    """Where the gold passage went in ``chosen`` (``gold_at``; left out when it is not
+    there or there is no gold); for a strategy that ``selects``, also how many passages
+    it kept and whether the gold was among them (``kept``, ``gold_kept``).
+
+    Example:
+        >>> gold_info("b", ["a", "b"]), gold_info("c", ["a"], selects=True)
+        ({'gold_at': 1}, {'kept': 1, 'gold_kept': 0.0})
+    """
+    info: dict[str, Any] = {}
+    for i, p in enumerate(chosen):
+        if gold is not None and (p is gold or p == gold):
+            info["gold_at"] = i
+            break
+    if selects:
+        info["kept"] = len(chosen)
+        if gold is not None:
+            info["gold_kept"] = 1.0 if "gold_at" in info else 0.0
+    return info
+
+
 def derive_seed(seed: int, *parts: object) -> int:
     """A 32-bit seed from ``seed`` and ``parts``: stable across runs, processes and platforms.
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from rag_position.cost import Cost
 from rag_position.data import QAInstance
-from rag_position.eval.common import EvalConfigError, Prepared
+from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.prompts import DOCUMENT_TEMPLATE, render_qa
 from rag_position.strategies._base import to_passages
 from rag_position.strategies.profiles import place
@@ -102,16 +102,10 @@ class LinguaStrategy:
         else:
             order = ranking
         chosen = [passages[i] for i in order]
-        gold = instance.gold
-        info: dict[str, Any] = {"ranking": ranking}
-        if self.keep is not None:
-            info["kept"] = len(chosen)
-        for i, p in enumerate(chosen):
-            if gold is not None and (p is gold or p == gold):
-                info["gold_at"] = i
-                break
-        if self.keep is not None and gold is not None:
-            info["gold_kept"] = 1.0 if "gold_at" in info else 0.0
+        info = {
+            "ranking": ranking,
+            **gold_info(instance.gold, chosen, selects=self.keep is not None),
+        }
         return Prepared(prompt=render_qa(instance.question, chosen), cost=cost, info=info)
 
 

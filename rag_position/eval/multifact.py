@@ -300,14 +300,11 @@ def _selected(model: Any, instance: SyntheticInstance) -> Prepared:
     chunks = haystack_chunks(instance.context)
     result = select_and_place(instance.question, chunks, model)
     kept = sorted(result.order)
-    wanted = {v for v in instance.answers}
-    holding = [i for i, c in enumerate(chunks) if needle_values(c) & wanted]
+    holding = [i for i, c in enumerate(chunks) if needle_values(c) & set(instance.answers)]
     info = {
         "kept": len(kept),
         "chunks": len(chunks),
-        "needle_chunks_kept": (
-            sum(i in set(kept) for i in holding) / len(holding) if holding else 0.0
-        ),
+        "needle_chunks_kept": len(set(holding) & set(kept)) / len(holding) if holding else 0.0,
     }
     context = " ".join(chunks[i] for i in kept)
     return Prepared(prompt=render_fact_needle(context, instance.query), cost=result.cost, info=info)

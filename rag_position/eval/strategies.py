@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 from rag_position.cost import Cost, record, spent_by, spent_or_sent
 from rag_position.data import QAInstance, place_gold
+from rag_position.errors import BackendError
 from rag_position.eval.attention_sort import attention_strategies
-from rag_position.eval.common import EvalConfigError, Prepared
+from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.eval.lingua import lingua_strategies
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
@@ -73,7 +74,7 @@ class OrderStrategy:
     def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
         passages = self.order(instance, seed)
         return Prepared(
-            prompt=render_qa(instance.question, passages), info=_gold_at(instance, passages)
+            prompt=render_qa(instance.question, passages), info=gold_info(instance.gold, passages)
         )
 
 
@@ -115,11 +116,7 @@ class TableStrategy:
         prompt = getattr(result, "prompt", None)
         if not isinstance(prompt, str):
             prompt = render_qa(instance.question, passages)
-        info = _gold_at(instance, passages)
-        if self.spec.selects:  # how many it kept, and whether the gold was among them
-            info["kept"] = len(passages)
-            if instance.gold is not None:
-                info["gold_kept"] = 1.0 if "gold_at" in info else 0.0
+        info = gold_info(instance.gold, passages, selects=self.spec.selects)
         return Prepared(prompt=prompt, cost=cost, info=info)
 
 
@@ -331,14 +328,6 @@ def _moved(instance: QAInstance, position: int) -> list[Passage]:
     return list(place_gold(instance, position).passages)
 
 
-def _gold_at(instance: QAInstance, passages: list[Any]) -> dict[str, Any]:
-    gold = instance.gold
-    for i, p in enumerate(passages):
-        if gold is not None and (p is gold or p == gold):
-            return {"gold_at": i}
-    return {}
-
-
 def seed_name(strategy: str) -> str:
     """The name a strategy's per-instance seed is derived from: its row's ``seed_group``
     (the ConvexScore variants use ``convex_score``'s base order, so they differ only in
@@ -461,7 +450,9 @@ class PromptScores(SharedScoring):
                 results = list(self._model.score_spans([k[0] for k in missing],
                                                        [k[1] for k in missing]))  # fmt: skip
             if len(results) != len(missing):
-                return results  # the caller's check names the mismatch
+                raise BackendError(
+                    f"the scorer returned {len(results)} scores for {len(missing)} prompts"
+                )
             cost = spent_or_sent(spend.cost, len(missing), time.perf_counter() - start)
             if spend.cost is None:
                 with self._lock:
