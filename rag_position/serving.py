@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import ipaddress
 import logging
@@ -38,7 +37,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -50,6 +48,7 @@ from types import TracebackType
 from typing import IO
 
 from rag_position.errors import BackendUnavailableError, ModelSpecError, RagPositionError
+from rag_position.models._gguf import cache_dir, export_gguf
 from rag_position.models.embedded import EMBEDDED_SERVED_NAME
 from rag_position.models.loading import find_backend, openai_spec, parse_spec
 
@@ -83,59 +82,6 @@ class ServerStartError(BackendUnavailableError):
 
 
 # ---------------------------------------------------------------------- the model folder
-def cache_dir() -> Path:
-    """Where exported model folders live: ``$RAG_POSITION_CACHE`` or ~/.cache/rag-position."""
-    root = os.environ.get("RAG_POSITION_CACHE")
-    return Path(root).expanduser() if root else Path.home() / ".cache" / "rag-position"
-
-
-def export_gguf(gguf: Path, dest: Path | None = None) -> Path:
-    """A transformers folder (float32 safetensors, tokenizer, chat template) from a GGUF file.
-
-    Cached: the folder is named after the file's name, size and modification time, and
-    an existing complete export is returned as is. The export is written to a temporary
-    folder and renamed into place, so an interrupted export is never used.
-    """
-    gguf = Path(gguf).expanduser().resolve()
-    if not gguf.is_file():
-        raise ModelSpecError(f"GGUF file {gguf} does not exist")
-    if dest is None:
-        stat = gguf.stat()
-        key = hashlib.sha256(f"{gguf.name}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
-        dest = cache_dir() / "models" / f"{gguf.stem}-{key[:12]}"
-    if (dest / "config.json").is_file() and (dest / ".complete").is_file():
-        return dest
-    try:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    except ImportError as exc:
-        raise ModelSpecError(
-            "exporting a GGUF file for vLLM needs torch and transformers: pip install "
-            f"'rag-position[local]' ({exc.name or exc} is missing)"
-        ) from exc
-    logger.info("exporting %s to a transformers folder at %s (once)", gguf.name, dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-    try:
-        folder, name = str(gguf.parent), gguf.name
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        config = AutoConfig.from_pretrained(folder, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
-        # save_pretrained refuses a model loaded from GGUF: copy its weights into a plain one.
-        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
-        plain.load_state_dict(loaded.state_dict())
-        plain.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / ".complete").write_text(f"exported from {gguf}\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
-
-
 def model_folder(spec: str) -> tuple[Path, str]:
     """The transformers folder vLLM loads for a local spec, and the name to serve it under.
 

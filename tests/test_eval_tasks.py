@@ -117,7 +117,10 @@ def test_cli_wraps_the_tasks(
         "--worst-position",
         "4",
     ]
+    assert main(argv) == 2  # the multidoc run's folder: its report is not replaced
+    assert "holds another run: multidoc" in capsys.readouterr().err
+    argv[argv.index(out)] = str(tmp_path / "cmp")
     assert main(argv) == 0
-    assert "gold_first" in (tmp_path / "md" / "report.md").read_text()
+    assert "gold_first" in (tmp_path / "cmp" / "report.md").read_text()
     assert main(["eval", "multidoc", "--data", str(data), "--positions", "0,x"]) == 2
     assert "--positions: expected comma-separated integers" in capsys.readouterr().err

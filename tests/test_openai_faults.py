@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -19,7 +19,8 @@ from rag_position.errors import BackendError, BackendUnavailableError, ContextLe
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.protocols import SpanScore
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing.openai_double import BREAKS, ModelServer, serve
+from rag_position.testing._openai_payloads import JSON, n_tokens
+from rag_position.testing.openai_double import BREAKS, ModelServer, OpenAIHandler, serve
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,7 @@ def _client(srv: ModelServer, **kwargs: object) -> OpenAICompatibleModel:
 
 
 def test_every_break_is_exercised() -> None:
-    used = {*GENERATION_BREAKS, *CHAT_BREAKS, *SCORING_BREAKS, "trickle", "hang"}
+    used = {*GENERATION_BREAKS, *CHAT_BREAKS, *SCORING_BREAKS, "trickle", "hang", "no-usage"}
     assert used == set(BREAKS)
 
 
@@ -149,6 +150,94 @@ def test_a_clipped_generation_is_a_context_length_error(embedded_fp32: Transform
             small.generate([PROMPT], max_new_tokens=40)
         assert (same.value.n_tokens, same.value.limit) == (n + 40, 64)  # the same refusal
         assert remote.generate([PROMPT], max_new_tokens=64 - n)  # what fits is answered
+
+
+def test_a_deadline_after_a_malformed_reply_says_what_was_wrong(server: ModelServer) -> None:
+    """A malformed reply, then a retry that never answers: the deadline's error said only
+    "no complete answer" (and asked whether the server was up), not what the server sent."""
+    remote = _client(server, chat_template=False, timeout=2.0, max_retries=3)
+    server.break_next(1, "truncated-json")
+    server.break_next(1, "hang", seconds=4.0)
+    with pytest.raises(BackendUnavailableError, match=r"deadline timeout=2\.0s") as info:
+        remote.generate([PROMPT], max_new_tokens=2)
+    message = str(info.value)
+    assert "the last reply was malformed (the body is not JSON" in message
+    assert "the retry after it: no complete answer" in message
+    assert "not as the endpoint should" in message and "overloaded" not in message
+
+
+def test_a_deadline_before_a_retry_of_a_malformed_reply_says_so(server: ModelServer) -> None:
+    remote = _client(server, timeout=0.3, max_retries=3)
+    server.break_next(1, "not-an-object")  # the first backoff (0.375 s or more) passes 0.3 s
+    with pytest.raises(BackendError, match="the last reply was malformed") as info:
+        remote.count_tokens("a short text")  # /tokenize: answered at once
+    assert "the body is a JSON list, not an object" in str(info.value)
+    assert isinstance(info.value.__cause__, BackendUnavailableError)  # the deadline's error
+
+
+class NoTokenize(OpenAIHandler):
+    """A server with no ``/tokenize``; ``FINISH`` (when set) as every reply's finish_reason."""
+
+    FINISH: str | None = None
+
+    def _routes(self) -> dict[tuple[str, str], Callable[[JSON], JSON]]:
+        return {k: v for k, v in super()._routes().items() if "tokenize" not in k[1]}
+
+    def postprocess(self, path: str, body: JSON) -> JSON:
+        if self.FINISH is not None and "choices" in body:
+            for choice in body["choices"]:
+                choice["finish_reason"] = self.FINISH
+        return body
+
+
+def _window_model(base: TransformersModel, chat: bool, room: int) -> tuple[TransformersModel, int]:
+    """The base weights with a window of the prompt's tokens plus ``room``; the prompt's tokens."""
+    probe = TransformersModel(base.model, base.tokenizer, name="w", chat_template=chat)
+    n = n_tokens(probe, PROMPT)
+    return TransformersModel(
+        base.model, base.tokenizer, name="w", chat_template=False, max_context=n + room
+    ), n
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+def test_a_clipped_generation_without_usage_is_counted_and_refused(
+    embedded_fp32: TransformersModel, chat: bool
+) -> None:
+    """A reply without ``usage`` skipped the window check: the clipped answer came back."""
+    small, n = _window_model(embedded_fp32, chat, room=6)
+    with serve(small, clip_to_window=True) as srv:
+        remote = OpenAICompatibleModel(srv.url, "w", chat_template=chat, max_retries=0)
+        assert remote.max_context == n + 6
+        srv.break_next(1, "no-usage")
+        with pytest.raises(ContextLengthError, match="prompt 0 plus max_new_tokens=20") as info:
+            remote.generate([PROMPT], max_new_tokens=20)
+        assert (info.value.n_tokens, info.value.limit) == (n + 20, n + 6)
+        assert srv.count("/tokenize") == 1  # the server counted the prompt
+        srv.break_next(1, "no-usage")
+        assert remote.generate([PROMPT], max_new_tokens=6)  # what fits is answered
+
+
+def test_no_usage_and_no_tokenize_is_refused_rather_than_guessed(
+    embedded_fp32: TransformersModel,
+) -> None:
+    small, n = _window_model(embedded_fp32, False, room=6)
+    with serve(small, clip_to_window=True, handler=NoTokenize) as srv:
+        remote = OpenAICompatibleModel(srv.url, "w", chat_template=False, max_retries=0)
+        assert remote.max_context == n + 6
+        srv.break_next(1, "no-usage")
+        with pytest.raises(BackendError, match="reported no token usage") as info:
+            remote.generate([PROMPT], max_new_tokens=20)
+        message = str(info.value)
+        assert f"{srv.url}/completions" in message and "no /tokenize endpoint" in message
+        assert f"window of {n + 6} tokens" in message and "'length'" in message
+        assert not isinstance(info.value, ContextLengthError)
+        NoTokenize.FINISH = "stop"  # an answer that ended by itself was not cut: returned
+        try:
+            srv.break_next(1, "no-usage")
+            assert remote.generate([PROMPT], max_new_tokens=20)
+        finally:
+            NoTokenize.FINISH = None
+        assert srv.count("/tokenize") == 1  # asked once: its absence is remembered
 
 
 def test_a_lone_surrogate_is_named(server: ModelServer) -> None:

@@ -7,7 +7,9 @@ come back as given, at zero cost. Checked by :mod:`rag_position.testing.conforma
 every reordering function and every reordering row of ``rag_position.STRATEGIES``, on
 strings, ``Passage`` objects and ``ctxs`` dicts. The only documented drop: Haystack's
 ``top_k``/``word_count_threshold`` in ``edge_reorder(mode="haystack")`` keep a selection,
-and so does ``select_and_place`` (its ``details["dropped"]`` lists the rest).
+and so does ``select_and_place`` (its ``details["dropped"]`` lists the rest). The only
+documented refusal of a drawn input: a NaN among the scores a reorderer reads (``scores=``,
+or the passages' own where ``own``), from two passages on.
 Nothing here loads a model.
 """
 
@@ -42,8 +44,10 @@ from rag_position.testing.conformance import (
     Case,
     ReordererConformance,
     Snapshot,
+    always,
     check_permutation,
     containers,
+    never,
 )
 from rag_position.testing.strategies import nested, retriever_scores, texts, with_repeats
 
@@ -91,16 +95,23 @@ MODES = ("langchain", "llamaindex", "haystack")
 
 
 def r(
-    fn: Callable[..., Any], *takes: str, scores: bool = False, max_n: int = 30, **fixed: Any
+    fn: Callable[..., Any],
+    *takes: str,
+    scores: bool = False,
+    max_n: int = 30,
+    own: bool = False,
+    **fixed: Any,
 ) -> Case:
-    """``fn(question, passages, **fixed, **options)`` (``scorer=`` if it ``scores``)."""
+    """``fn(question, passages, **fixed, **options)`` (``scorer=`` if it ``scores``;
+    ``own``: it ranks by the passages' own retriever scores)."""
 
     def build(s: Any, o: dict[str, Any]) -> Any:
         drawn = {ARGS.get(k, k): value for k, value in o.items()}
         return partial(fn, **fixed, **drawn, **({"scorer": s} if scores else {}))
 
     selects = fn is select_and_place
-    return Case(build, takes, scores=scores, max_n=max_n, selects=selects)
+    own_scores = always if own else never
+    return Case(build, takes, scores=scores, max_n=max_n, selects=selects, own_scores=own_scores)
 
 
 def edge(q: str, xs: Sequence[Any], **options: Any) -> Any:
@@ -112,7 +123,7 @@ def authors(q: str, xs: Sequence[Any], **options: Any) -> Any:
 
 
 REORDERERS: dict[str, Case] = {
-    **{f"edge_{m}": r(edge, mode=m) for m in MODES},
+    **{f"edge_{m}": r(edge, mode=m, own=m == "llamaindex") for m in MODES},
     **{f"edge_{m}_scores": r(edge, "edge_scores", mode=m) for m in MODES},
     "likelihood_selection": r(likelihood_selection, "seed", scores=True),
     "likelihood_selection_options": r(likelihood_selection, scores=True, n_orders=3,
@@ -133,7 +144,7 @@ REORDERERS: dict[str, Case] = {
                                         rest="scores"),
     "passage_likelihood_profile": r(passage_likelihood, "profile", scores=True,
                                     placement="profile"),
-    "profile_order_or_own_scores": r(profile_reorder, "profile"),
+    "profile_order_or_own_scores": r(profile_reorder, "profile", own=True),
     "profile_scores": r(profile_reorder, "profile", "profile_scores"),
     "profile_scorer": r(profile_reorder, "profile", scores=True),  # passage likelihood
     "profile_scorer_convex": r(profile_reorder, "profile", scores=True,
@@ -194,12 +205,6 @@ class TestCoreReorderers(ReordererConformance):
     def run(self, reorderer: Any, items: Sequence[Any], question: Any, use_async: bool) -> Any:
         return reorderer(question, items)
 
-    def refusal(self, case: Case, items: Sequence[Any], options: dict[str, Any]) -> str | None:
-        """``profile_reorder(scores=...)`` refuses NaN (documented): ``ValueError``.
-        (0 or 1 passages come back as given before ``scores`` is read: a NaN passes unseen.)"""
-        scores = options.get("profile_scores") or []
-        return "NaN" if len(items) >= 2 and any(math.isnan(x) for x in scores) else None
-
     def check_output(
         self, given: Sequence[Any], out: Any, case: Case, key: str | None, replace: bool = False
     ) -> None:
@@ -228,7 +233,14 @@ def test_haystack_options_select_without_copies(
     scores = data.draw(st.lists(retriever_scores, min_size=len(xs), max_size=len(xs)))
     before = Snapshot(xs, scores, state=state, inner=inner)
     options = {"top_k": top_k, "word_count_threshold": threshold}
-    result = edge_reorder(xs, mode="haystack", scores=scores if with_scores else None, **options)
+    given = scores if with_scores else None
+    if given and len(xs) >= 2 and any(s is not None and math.isnan(s) for s in given):
+        i = next(k for k, s in enumerate(given) if s is not None and math.isnan(s))
+        with pytest.raises(ValueError, match=rf"`scores\[{i}\]` is NaN"):
+            edge_reorder(xs, mode="haystack", scores=given, **options)
+        before.check()
+        return
+    result = edge_reorder(xs, mode="haystack", scores=given, **options)
     before.check()
     check_permutation(xs, result.passages, result.order, drops=True)
     if xs:
@@ -282,16 +294,19 @@ def test_the_snapshot_catches_a_mutated_input(mutate: Callable[[list[Any]], Any]
         before.check()
 
 
-def test_a_nan_retriever_score_is_no_score_for_profile_placement() -> None:
-    """Own scores with a NaN: the given order (a NaN in the sort scrambled the others).
+def test_a_nan_retriever_score_is_refused_by_profile_placement() -> None:
+    """Own scores with a NaN: a ``ValueError`` naming the passage (issue 30), nothing changed.
 
-    Before: scores [1.0, NaN, 2.0] put the 2.0 passage at the profile's WORST position.
+    A NaN once scrambled the sort ([1.0, NaN, 2.0] put the 2.0 passage at the profile's
+    WORST position), then silently meant "no score" (the given order); ``None`` says that.
     """
     xs = [Passage("b", score=1.0), Passage("a", score=math.nan), Passage("c", score=2.0)]
     profile = [0.1, 0.2, 0.9]  # reads the last position best
-    result = profile_reorder(QUESTIONS[0], xs, profile=profile)
-    assert result.details["relevance"] == "order" and result.scores == []
-    assert result.order == profile_reorder(QUESTIONS[0], ["b", "a", "c"], profile=profile).order
-    check_permutation(xs, result.passages, result.order)
+    before = Snapshot(xs, state=state, inner=inner)
+    with pytest.raises(ValueError, match=r"passages\[1\] is NaN: give every passage a number"):
+        profile_reorder(QUESTIONS[0], xs, profile=profile)
+    before.check()
+    missing = profile_reorder(QUESTIONS[0], [xs[0], Passage("a"), xs[2]], profile=profile)
+    assert missing.details["relevance"] == "order" and missing.scores == []
     finite = profile_reorder(QUESTIONS[0], [xs[0], Passage("a", score=0.0), xs[2]], profile=profile)
     assert finite.details["relevance"] == "passage_scores" and finite.passages[-1] is xs[2]

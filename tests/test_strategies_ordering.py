@@ -458,6 +458,54 @@ def test_edge_bad_input() -> None:
     assert edge_reorder([]).passages == []
 
 
+class Scored:
+    """A framework object with a ``.score`` attribute (as LlamaIndex's ``NodeWithScore``)."""
+
+    def __init__(self, name: str, score: float | None) -> None:
+        self.name, self.score = name, score
+
+
+def test_edge_refuses_a_nan_score_naming_the_passage() -> None:
+    """Issue 30: a NaN in the scores used is a ValueError naming the passage, in every mode."""
+    for mode in ("langchain", "llamaindex", "haystack"):
+        with pytest.raises(
+            ValueError,
+            match=r"^`scores\[1\]` is NaN: give every passage a number; None for a missing score",
+        ):
+            edge_reorder(["a", "b", "c"], scores=[0.3, math.nan, 0.1], mode=mode)  # type: ignore[arg-type]
+    records: list[dict[str, Any]] = [
+        {"text": "a", "score": 0.3},
+        {"text": "b", "score": math.nan},
+        {"text": "c"},
+    ]
+    before = copy.deepcopy(records)
+    for own in (records, [Passage("a", score=0.3), Passage("b", score=math.nan), "c"],
+                [Scored("a", 0.3), Scored("b", math.nan), Scored("c", None)]):  # fmt: skip
+        with pytest.raises(ValueError, match=r"^the own score of passages\[1\] is NaN: give"):
+            edge_reorder(own, mode="llamaindex")
+    assert [r["text"] for r in records] == [r["text"] for r in before]
+    assert math.isnan(records[1]["score"]) and records[0] == before[0] and records[2] == before[2]
+    # scores given: the own NaN is not read; langchain and haystack never read own scores
+    assert edge_reorder(records, scores=[0.1, 0.2, 0.3], mode="llamaindex").order == [2, 0, 1]
+    assert edge_reorder(records).order == [0, 2, 1]
+    assert edge_reorder(records, mode="haystack").order == [0, 2, 1]
+
+
+def test_edge_takes_infinite_scores_and_leaves_one_passage_unread() -> None:
+    inf = edge_reorder(["a", "b", "c"], scores=[-math.inf, math.inf, None], mode="haystack")
+    assert inf.passages == ["b", "c", "a"] and inf.scores[:2] == [-math.inf, math.inf]
+    own = [{"text": "a", "score": math.inf}, {"text": "b", "score": -math.inf}, {"text": "c"}]
+    assert edge_reorder(own, mode="llamaindex").order == [0, 1, 2]
+    # 0 or 1 passages come back as given, their scores not read (but counted)
+    for mode in ("langchain", "llamaindex", "haystack"):
+        one = edge_reorder([{"text": "a", "score": math.nan}], scores=[math.nan], mode=mode)  # type: ignore[arg-type]
+        assert one.order == [0] and one.scores == [] and one.cost == Cost()
+        assert edge_reorder([], scores=[], mode=mode).order == []  # type: ignore[arg-type]
+    assert edge_reorder([Scored("a", math.nan)], mode="llamaindex").order == [0]
+    with pytest.raises(ValueError, match="got 2 scores for 1 passages"):
+        edge_reorder(["a"], scores=[1.0, math.nan])
+
+
 # --------------------------------------------------------------------------- sandwich
 
 
@@ -577,6 +625,41 @@ def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
     assert by_model.details["relevance"] == "convex_score"
     with pytest.raises(ValueError, match="scorer"):
         profile_reorder(QUESTION, docs, profile=last_best, n_rotations=2)
+
+
+def test_profile_reorder_refuses_a_nan_score_naming_the_passage() -> None:
+    """Issue 30: a NaN own score was "no score" (the given order, silently); now refused."""
+    profile = [0.1, 0.2, 0.9]  # reads the last position best
+    with pytest.raises(
+        ValueError, match=r"^`scores\[2\]` is NaN: give every passage a number; -inf to rank"
+    ):
+        profile_reorder(QUESTION, ["a", "b", "c"], profile=profile, scores=[0.1, 0.2, math.nan])
+    records = [{"text": "a", "score": 0.3}, {"text": "b", "score": math.nan}, {"text": "c"}]
+    for own in (
+        records,  # a NaN next to a missing score: still refused (NaN is never "missing")
+        [Passage("a", score=0.3), Passage("b", score=math.nan), Passage("c", score=0.1)],
+        [Scored("a", 0.3), Scored("b", math.nan), Scored("c", 0.1)],
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"^the own score of passages\[1\] is NaN: give every passage a number; "
+            r"None for a missing score",
+        ):
+            profile_reorder(QUESTION, own, profile=profile)
+    assert [r.get("score", "-") for r in records][::2] == [0.3, "-"]  # nothing changed
+    # own scores not read: with `scores`, or with a scorer
+    given = profile_reorder(QUESTION, records, profile=profile, scores=[3.0, 2.0, 1.0])
+    assert given.order == [2, 1, 0] and given.details["relevance"] == "scores"
+    scorer = HashScorer()
+    scored = profile_reorder(QUESTION, records, profile=profile, scorer=scorer)
+    assert scored.details["relevance"] == "passage_likelihood" and scorer.calls == 1
+    # infinities are numbers; 0 or 1 passages come back as given, nothing read
+    inf = [Passage("a", score=-math.inf), Passage("b", score=math.inf), Passage("c", score=0.0)]
+    by_own = profile_reorder(QUESTION, inf, profile=profile)
+    assert by_own.details["relevance"] == "passage_scores" and by_own.passages[-1] is inf[1]
+    one = profile_reorder(QUESTION, [{"text": "a", "score": math.nan}], profile=profile)
+    assert one.order == [0] and one.scores == []
+    assert profile_reorder(QUESTION, ["a"], profile=profile, scores=[math.nan]).order == [0]
 
 
 class AloneScorer(PositionScorer):

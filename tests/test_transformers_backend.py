@@ -180,6 +180,83 @@ def test_greedy_generation_is_deterministic_and_batch_invariant(
     )
 
 
+def _hf_alone(model: TransformersModel, prompts: list[str], **kwargs: Any) -> list[str]:
+    """One prompt at a time through transformers' own ``generate`` (the reference)."""
+    model.split_prefill = False
+    try:
+        return [model.generate([p], **kwargs)[0] for p in prompts]
+    finally:
+        model.split_prefill = True
+
+
+def test_cpu_batches_prefill_alone_and_decode_together(embedded_fp32: TransformersModel) -> None:
+    """Greedy batches on CPU: the same answers as transformers' generate one by one, for
+    prompts of very different lengths, answers that end early and one cut by the budget;
+    the meter counts each answer's tokens up to and with its end-of-sequence token."""
+    assert embedded_fp32.split_prefill  # the CPU default
+    long, _ = _nq_prompt(5)
+    prompts = ["Name three colors.", long, "What is the capital of France?", "Hi", long[:400]]
+    for budget in (1, 7, 40):
+        expected = _hf_alone(embedded_fp32, prompts, max_new_tokens=budget)
+        before = embedded_fp32.usage
+        got = embedded_fp32.generate(prompts, max_new_tokens=budget)
+        spent = embedded_fp32.usage - before
+        assert got == expected, budget
+        assert spent.lm_calls == len(prompts)
+        assert len(prompts) <= spent.generated_tokens <= budget * len(prompts)
+    stop = ["\n"]
+    assert embedded_fp32.generate(prompts, max_new_tokens=24, stop=stop) == _hf_alone(
+        embedded_fp32, prompts, max_new_tokens=24, stop=stop
+    )
+
+
+def test_split_prefill_falls_back_for_a_cache_it_cannot_merge(
+    embedded_fp32: TransformersModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model whose cache is not plain full attention (sliding windows) is answered by
+    transformers' generate, and the model remembers not to try again."""
+    import transformers.cache_utils as cache_utils
+
+    class Sliding(cache_utils.DynamicLayer):
+        pass
+
+    real = cache_utils.DynamicCache
+
+    def sliding_cache(*args: Any, **kwargs: Any) -> Any:
+        cache = real(*args, **kwargs)
+        cache.layer_class_to_replicate = Sliding
+        return cache
+
+    expected = _hf_alone(embedded_fp32, ["Name three colors."], max_new_tokens=12)
+    monkeypatch.setattr(cache_utils, "DynamicCache", sliding_cache)
+    try:
+        got = embedded_fp32.generate(["Name three colors.", "Hi"], max_new_tokens=12)
+        assert not embedded_fp32.split_prefill
+    finally:
+        embedded_fp32.split_prefill = True
+    assert got[0] == expected[0]
+
+
+def test_gguf_is_converted_once_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GGUF load reads its float32 conversion, made once into the cache: the same model."""
+    from rag_position.models.embedded import embedded_gguf_path
+
+    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path))
+    first = load_model("embedded", dtype="float32")
+    folders = list((tmp_path / "models").iterdir())
+    assert len(folders) == 1 and (folders[0] / ".complete").is_file()
+    stamp = (folders[0] / "config.json").stat().st_mtime_ns
+    second = load_model(f"hf:{embedded_gguf_path()}", dtype="float32")
+    assert (folders[0] / "config.json").stat().st_mtime_ns == stamp  # not converted again
+    assert second.name.endswith(".gguf")  # named after the file, not the cache folder
+    prompt = "What is the capital of France?"
+    assert first.generate([prompt], max_new_tokens=12) == second.generate(
+        [prompt], max_new_tokens=12
+    )
+
+
 def test_stop_strings_cut_the_output(embedded_fp32: TransformersModel) -> None:
     full = embedded_fp32.generate(["Name three colors."], max_new_tokens=24)[0]
     assert "\n" in full  # the model lists them one per line
@@ -226,8 +303,15 @@ def test_missing_gguf_file_is_named(tmp_path: Path) -> None:
         load_model(f"hf:{tmp_path / 'missing.gguf'}")
 
 
-def test_dtype_resolution() -> None:
+def test_dtype_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_dtype("float32", "cpu") == torch.float32
     assert resolve_dtype("auto", "cpu") in (torch.float32, torch.bfloat16)
+    monkeypatch.setenv("RAG_POSITION_DTYPE", "float32")  # as on a CPU without bfloat16
+    assert resolve_dtype("auto", "cpu") == torch.float32
+    assert resolve_dtype("bfloat16", "cpu") == torch.bfloat16  # an explicit dtype wins
+    monkeypatch.setenv("RAG_POSITION_DTYPE", "fp8")
+    with pytest.raises(ValueError, match=r"\$RAG_POSITION_DTYPE='fp8'"):
+        resolve_dtype("auto", "cpu")
+    monkeypatch.delenv("RAG_POSITION_DTYPE")
     with pytest.raises(ValueError, match="'auto', 'float32'"):
         resolve_dtype("int8", "cpu")  # type: ignore[arg-type]

@@ -47,6 +47,7 @@ from rag_position._integration.options import (
     core_options,
     profile_to_json,
     read_scores,
+    refuse_nan_scores,
 )
 from rag_position._integration.reorder import (
     RECORD_KEYS,
@@ -95,6 +96,7 @@ __all__ = [
     "profile_reordering",
     "profile_to_json",
     "read_scores",
+    "refuse_nan_scores",
     "reorder_record",
     "reorder_records",
     "reordering",

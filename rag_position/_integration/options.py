@@ -26,6 +26,7 @@ from rag_position.strategies import (
     fact,
     profile_reorder,
 )
+from rag_position.strategies._base import refuse_nan
 from rag_position.strategies._options import option_model
 from rag_position.strategies._profile_reorder import RELEVANCES, Relevance
 
@@ -192,6 +193,18 @@ def read_scores(
             "name the key your retriever writes, or leave score_key=None"
         )
     return values
+
+
+def refuse_nan_scores(scores: Sequence[float | None], what: str, field: str = ".score") -> None:
+    """``ValueError`` naming the first item whose own retriever score is NaN
+    (``what[i]<field>``, e.g. ``nodes[2].score``); ``None`` is a missing score.
+
+    For the components that rank by their framework's own scores (where the core would
+    name a ``passages[i]`` the caller never saw). Call it only where those scores are
+    read: from two items on (fewer are returned as given).
+    """
+    item = what[:-1] if what.endswith("s") else what
+    refuse_nan(scores, f"{what}[{{}}]{field}", item=item)
 
 
 # ---------------------------------------------------------------------- option checks

@@ -213,8 +213,10 @@ def edge_reordering(
 ) -> Reordering:
     """Edge placement (no model); ``score`` is the relevance score used, if any.
 
-    Haystack's ``top_k``/``word_count_threshold`` may drop passages: the order then lists
-    the kept ones only, and :func:`reorder_records` writes records for those.
+    A NaN among the scores read is the core's ``ValueError``; 0 or 1 passages come back
+    as given, no score read or recorded (as :func:`profile_reordering`'s). Haystack's
+    ``top_k``/``word_count_threshold`` may drop passages: the order then lists the kept
+    ones only, and :func:`reorder_records` writes records for those.
     """
     result = edge_reorder(
         passages, scores=scores, mode=mode, top_k=top_k, word_count_threshold=word_count_threshold

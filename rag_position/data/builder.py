@@ -8,6 +8,7 @@ decreasing similarity; the gold passage is then inserted at the requested positi
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -32,6 +33,11 @@ EMBEDDING_TEXT = "{title}\n{text}"
 """How a pool passage is embedded (just ``{text}`` when the title is empty); questions
 are embedded as they are."""
 _CACHE_FORMAT = 1
+SEED_DEPTH = 29
+"""Distractors per question in the packaged rankings (``--docs`` up to 30)."""
+SEED_FILE = "nq-open-oracle-dev.distractors-k30.json.gz"
+"""The packaged rankings of the packaged oracle file with the embedded embedder
+(``scripts/make_distractor_seed.py``)."""
 
 Ranking = list[tuple[int, float]]
 """Per question: (pool index, cosine similarity) of its distractors, most similar first."""
@@ -136,6 +142,12 @@ class InstanceBuilder:
         cache_path = self.ranking_cache_path(k)
         cached = self._load_rankings(cache_path, k)
         missing = [i for i in range(n) if i not in cached]
+        if missing:
+            seeded = self._seeded(k, missing)
+            if seeded:
+                cached.update(seeded)
+                missing = [i for i in missing if i not in seeded]
+                self._save_rankings(cache_path, k, cached)
         if missing:
             cached.update(self._rank(missing, k))
             self._save_rankings(cache_path, k, cached)
@@ -276,6 +288,38 @@ class InstanceBuilder:
             logger.warning("ignoring unreadable cache file %s: %s", path, exc)
             return {}
 
+    def _seeded(self, k: int, wanted: list[int]) -> dict[int, Ranking]:
+        """The packaged rankings of ``wanted`` (their first k-1), where they fit this build:
+        the same data, embedder name and embedding text, and k-1 within their depth."""
+        path = seed_path()
+        if k - 1 > SEED_DEPTH or not path.is_file():
+            return {}
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                payload = json.load(f)
+            header = (
+                payload["format"],
+                payload["data_sha256"],
+                payload["embedder"],
+                payload["embedding_text"],
+            )
+            if header != (_CACHE_FORMAT, self._data_hash, self.embedder_name, EMBEDDING_TEXT):
+                return {}
+            ranked = payload["ranked"]
+            found: dict[int, Ranking] = {}
+            for i in wanted:
+                entries = ranked.get(str(i))
+                if entries is None:
+                    continue
+                prefix = [(int(j), float(s)) for j, s in entries[: k - 1]]
+                if len(prefix) != k - 1 or not all(0 <= j < len(self._pool) for j, _ in prefix):
+                    raise ValueError(f"bad entry for question {i}")
+                found[i] = prefix
+            return found
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("ignoring the packaged rankings %s: %s", path, exc)
+            return {}
+
     def _save_rankings(self, path: Path, k: int, rankings: dict[int, Ranking]) -> None:
         payload: dict[str, Any] = {
             "format": _CACHE_FORMAT,
@@ -346,6 +390,11 @@ def random_distractor_order(instance: QAInstance, seed: int) -> QAInstance:
     random.Random(seed).shuffle(distractors)
     distractors.insert(instance.gold_index, gold)
     return _with_passages(instance, distractors, instance.gold_index)
+
+
+def seed_path() -> Path:
+    """The packaged distractor rankings (:data:`SEED_FILE`) in the package's data folder."""
+    return Path(__file__).parent / "files" / SEED_FILE
 
 
 def default_cache_dir() -> Path:

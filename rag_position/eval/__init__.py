@@ -8,7 +8,9 @@ the generation-side tasks :func:`run_multifact` (FACT), :func:`run_length`
 Every task is a function taking a model (any Generator; the gauge also needs a
 Scorer, swim a ``count_tokens``) and writing an output folder: ``predictions.jsonl``
 (every prediction, appended as it is made, so a rerun resumes), ``summary.json``,
-``summary.csv``, PNG plots and ``report.md``. The ``rag-position eval`` command is a thin wrapper.
+``summary.csv``, PNG plots, ``report.md`` and ``run.json`` (which run the folder holds:
+a run into a folder holding another run is refused before it generates,
+:mod:`rag_position.eval.marker`). The ``rag-position eval`` command is a thin wrapper.
 
 Every task has one shape (:mod:`rag_position.eval.task`): a
 :class:`~rag_position.eval.task.TaskSpec` declares its parameters once, as

@@ -37,15 +37,6 @@ ITERATIONS = 2
 _LOCK = threading.Lock()
 
 
-def _cache_name() -> str:
-    """What transformers calls the key/value cache (``cache`` from 5.x, before that
-    ``past_key_values``), in a forward's arguments and its output."""
-    from transformers import modeling_outputs
-
-    fields = modeling_outputs.CausalLMOutputWithPast.__dataclass_fields__
-    return "cache" if "cache" in fields else "past_key_values"
-
-
 def attention_model_problem(model: Any) -> str | None:
     """Why ``model`` cannot run attention sorting, or ``None`` when it can."""
     inner, tokenizer = getattr(model, "model", None), getattr(model, "tokenizer", None)
@@ -124,7 +115,9 @@ def attention_received(model: Any, question: str, passages: list[Any]) -> tuple[
         totals.append(torch.zeros(len(passages)).index_add_(0, index, last))
 
     ids = torch.tensor([enc.ids], device=inner.device)
-    name = _cache_name()
+    from rag_position.models.transformers_backend import cache_name
+
+    name = cache_name()
     start = time.perf_counter()
     with _LOCK:  # the attention implementation is the model's, for every thread
         previous = inner.config._attn_implementation

@@ -65,7 +65,9 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     start = time.perf_counter()
     spec = SPECS[args.task]
     try:
+        check_command_text(argv)
         params = spec.from_cli(args)  # before the model loads
+        spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         result = spec.function(model, command=command, **params)
     except EvalRunError as exc:
@@ -76,6 +78,32 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 2
     _print_result(result, time.perf_counter() - start)
     return 0
+
+
+def check_command_text(argv: Sequence[str]) -> None:
+    """Every argument must be text in UTF-8: the report records the command line.
+
+    A name holding a byte that is not UTF-8 reaches Python as a lone surrogate; the run
+    would do all its work and then fail to write its report.
+
+    Example:
+        >>> check_command_text(["eval", "kv", "--out", "runs/\\udcff"])
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --out 'runs/\\udcff' is not valid UTF-8 (byte 0xff at character 5); the report records the command line as text: rename it, or pass a name in UTF-8
+    """  # noqa: E501
+    for i, word in enumerate(argv):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(word[exc.start])
+            what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "a surrogate"
+            before = argv[i - 1] if i else ""
+            option = before if before.startswith("--") and "=" not in before else "argument"
+            raise EvalConfigError(
+                f"{option} {word!r} is not valid UTF-8 ({what} at character {exc.start}); the "
+                "report records the command line as text: rename it, or pass a name in UTF-8"
+            ) from None
 
 
 def model_options(args: argparse.Namespace) -> dict[str, Any]:

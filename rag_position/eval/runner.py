@@ -320,19 +320,26 @@ def _sha(text: str) -> str:
 
 
 def default_batch_size(model: Any) -> int:
-    """Prompts per ``generate`` call: 1 for a model on the CPU, else 8.
+    """Prompts per ``generate`` call: 8, or 1 for a CPU model that batches by padding.
 
-    On a CPU a padded batch is slower than its prompts one by one (the whole batch
-    decodes until its longest answer ends, and padding leaves the fast attention
-    path). Accelerators and servers gain from batching.
+    The local backend's greedy batches on a CPU prefill each prompt alone and decode
+    together (``TransformersModel.split_prefill``): 8 prompts a call read the weights
+    once per decoding step for all 8 answers. A CPU model without that (a padded batch:
+    the whole batch decodes until its longest answer ends, and padding leaves the
+    fast attention path) runs one prompt at a time. Accelerators and servers batch.
 
     Example:
         >>> from types import SimpleNamespace
-        >>> default_batch_size(SimpleNamespace(device="cpu")), default_batch_size(object())
+        >>> padded = SimpleNamespace(device="cpu")
+        >>> split = SimpleNamespace(device="cpu", split_prefill=True)
+        >>> default_batch_size(padded), default_batch_size(split)
         (1, 8)
+        >>> default_batch_size(object())
+        8
     """
     device = getattr(model, "device", None)
-    return 1 if getattr(device, "type", device) == "cpu" else 8
+    on_cpu = getattr(device, "type", device) == "cpu"
+    return 1 if on_cpu and not getattr(model, "split_prefill", False) else 8
 
 
 @dataclass

@@ -38,13 +38,16 @@ from typing import Any
 
 from rag_position.data import QAInstance, load_qa
 from rag_position.eval.common import (
+    Decoding,
     EvalConfigError,
     check_data_file,
     check_out_folder,
     check_questions,
+    model_label,
     parse_int_list,
 )
 from rag_position.eval.datasets import MultidocData, default_oracle_path, load_multidoc
+from rag_position.eval.marker import RunMarker, check_run_folder, write_marker
 from rag_position.eval.plots import require_matplotlib
 from rag_position.eval.report import EvalResult, Section
 from rag_position.eval.runner import RunContext, parse_shard
@@ -280,11 +283,18 @@ class TaskSpec:
             check_questions(run["questions"])
             check_data_file(run["data"])
             check_out_folder(run["out"])
+            self.check_run_folder(run.values, model_label(model))
             return work(run)
 
         function.__signature__ = self.signature()  # type: ignore[attr-defined]
         self.function = function
         return function
+
+    def check_run_folder(self, values: Mapping[str, Any], model: str | None = None) -> None:
+        """Refuse an output folder that holds another run (:mod:`rag_position.eval.marker`);
+        ``model``: the model's label, ``None`` before the model loads (checked later)."""
+        decoding = Decoding(max_new_tokens=values["max_new_tokens"], seed=values["seed"])
+        check_run_folder(values["out"], task=self.name, decoding=decoding, model=model)
 
     @property
     def every(self) -> tuple[Param, ...]:
@@ -389,9 +399,10 @@ class TaskRun:
 
     @cached_property
     def ctx(self) -> RunContext:
+        """The run context; opening it marks the output folder as this run's (``run.json``)."""
         require_matplotlib()
         v = self.values
-        return open_context(
+        ctx = open_context(
             self.model,
             v["out"],
             seed=v["seed"],
@@ -401,6 +412,12 @@ class TaskRun:
             shard=v["shard"],
             progress=v["progress"],
         )
+        self._mark(ctx, self["command"] or self.spec.call(ctx.label, v))
+        return ctx
+
+    def _mark(self, ctx: RunContext, command: str) -> None:
+        marker = RunMarker(self.spec.name, ctx.label, ctx.decoding.as_dict(), command)
+        write_marker(ctx.store.path.parent, marker)
 
     def multidoc(self, docs: int, embedder: Any = None) -> tuple[RunContext, MultidocData]:
         """The run context, then the run's multi-document QA instances (``docs`` passages)."""
@@ -418,6 +435,7 @@ class TaskRun:
     ) -> EvalResult:
         """Write the report; its command: the one given, else the generated call."""
         command = self["command"] or self.spec.call(self.ctx.label, self.values)
+        self._mark(self.ctx, command)  # the command as the report records it
         return finish(self.ctx, sections, title=title, command=command, settings=settings)
 
 

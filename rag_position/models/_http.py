@@ -17,7 +17,9 @@ instead): connection failures, HTTP 408, 409, 429 and 5xx, and **malformed repli
 a 200 whose body is not JSON, or whose JSON the caller's ``parse`` rejects by raising
 :class:`Malformed` (a missing field, arrays of unequal length, a non-finite number).
 After the last retry the error names the URL, the model and what was wrong; a number
-is never computed from a broken reply.
+is never computed from a broken reply. A deadline that ends after a malformed reply
+says so, and what was wrong with it (the server answers, but not as it should: more
+time would not help).
 """
 
 from __future__ import annotations
@@ -204,15 +206,18 @@ class JSONClient:
         start = time.monotonic()
         deadline = start + self.timeout
         attempt = 0
+        malformed: str | None = None  # what was wrong with the last reply, if it was malformed
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._deadline(url, what, attempt, None)
+                raise self._deadline(url, what, attempt, None, malformed)
             wait: float | None = None
             try:
                 reply = self._send(method, url, body, remaining)
             except (TimeoutError, asyncio.TimeoutError) as exc:
-                raise self._deadline(url, what, attempt + 1, "no complete answer") from exc
+                raise self._deadline(
+                    url, what, attempt + 1, "no complete answer", malformed
+                ) from exc
             except httpx.TransportError as exc:
                 failure: BackendError = BackendUnavailableError(
                     f"cannot reach the model server at {url} for model {self.model!r} "
@@ -227,12 +232,14 @@ class JSONClient:
                         data = json.loads(reply.content)
                         return parse(data)
                     except (Malformed, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        malformed = _describe(exc, reply.content)
                         failure = BackendError(
                             f"{url} sent a malformed reply for {what} of model {self.model!r}"
-                            f"{self._tries(attempt)}: {_describe(exc, reply.content)}"
+                            f"{self._tries(attempt)}: {malformed}"
                         )
                         failure.__cause__ = exc
                 else:
+                    malformed = None
                     message = _server_message(reply.content)
                     if not (reply.status in RETRIED_STATUS or reply.status >= 500):
                         raise HTTPStatusError(reply.status, message, url)
@@ -248,21 +255,33 @@ class JSONClient:
                 wait = min(_BACKOFF_MAX, _BACKOFF_START * 2 ** (attempt - 1))
                 wait *= 1 - 0.25 * random.random()
             if time.monotonic() + wait >= deadline:
-                raise self._deadline(url, what, attempt, str(failure)) from failure
+                bad_reply = isinstance(failure.__cause__, (Malformed, ValueError))
+                last = None if bad_reply else str(failure)  # a malformed reply: said as such
+                raise self._deadline(url, what, attempt, last, malformed) from failure
             time.sleep(wait)
 
     def _tries(self, retries: int) -> str:
         return f" after {retries} retries" if retries else ""
 
     def _deadline(
-        self, url: str, what: str, attempts: int, last: str | None
+        self, url: str, what: str, attempts: int, last: str | None, malformed: str | None
     ) -> BackendUnavailableError:
-        said = f"; last: {last}" if last else ""
+        """The deadline's error: ``last``, how the last attempt failed; ``malformed``, what
+        was wrong with the last reply when it was malformed (then said first)."""
+        if malformed is not None:
+            then = f", and the retry after it: {last}" if last else ""
+            said = f"; the last reply was malformed ({malformed}){then}"
+            hint = (
+                "the server answers, but not as the endpoint should: check it (and any proxy "
+                "in front of it)"
+            )
+        else:
+            said = f"; last: {last}" if last else ""
+            hint = "is the server up and not overloaded? A larger timeout= gives it longer"
         return BackendUnavailableError(
             f"{url} gave no complete answer for {what} of model {self.model!r} within the "
             f"deadline timeout={self.timeout}s ({attempts} attempt(s), "
-            f"max_retries={self.max_retries}){said}; is the server up and not overloaded? "
-            "A larger timeout= gives it longer"
+            f"max_retries={self.max_retries}){said}; {hint}"
         )
 
 

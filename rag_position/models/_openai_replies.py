@@ -53,6 +53,19 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class Generated:
+    """A generation's checked reply: its text, the usage it carried, why it ended.
+
+    ``finish_reason``: ``"stop"`` (the model ended, or a stop string), ``"length"``
+    (``max_tokens`` reached), or ``None`` where the reply does not say.
+    """
+
+    text: str
+    usage: Usage
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
 class Echo:
     """An echoed prompt's token log-probabilities, checked (:func:`parse_echo`)."""
 
@@ -95,19 +108,26 @@ def parse_usage(data: dict[str, Any]) -> Usage:
     return Usage(prompt, completion)
 
 
-def parse_completion(data: Any) -> tuple[str, Usage]:
-    text = _first_choice(data).get("text")
+def _finish_reason(choice: dict[str, Any]) -> str | None:
+    reason = choice.get("finish_reason")
+    return reason if isinstance(reason, str) else None
+
+
+def parse_completion(data: Any) -> Generated:
+    choice = _first_choice(data)
+    text = choice.get("text")
     if not isinstance(text, str):
         raise Malformed(f"choices[0].text is {_short(text)}, not a string")
-    return text, parse_usage(data)
+    return Generated(text, parse_usage(data), _finish_reason(choice))
 
 
-def parse_chat(data: Any) -> tuple[str, Usage]:
-    message = _object(_first_choice(data).get("message"), "choices[0].message")
+def parse_chat(data: Any) -> Generated:
+    choice = _first_choice(data)
+    message = _object(choice.get("message"), "choices[0].message")
     content = message.get("content")
     if not isinstance(content, str):
         raise Malformed(f"choices[0].message.content is {_short(content)}, not a string")
-    return content, parse_usage(data)
+    return Generated(content, parse_usage(data), _finish_reason(choice))
 
 
 def parse_models(data: Any) -> list[dict[str, Any]]:
@@ -397,6 +417,7 @@ def span_score(reply: Echo, prompt: str, span: Span, index: int) -> SpanScore:
 
 __all__ = [
     "Echo",
+    "Generated",
     "Usage",
     "context_error",
     "is_int",

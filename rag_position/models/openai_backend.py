@@ -21,7 +21,12 @@ What a caller can rely on (:mod:`rag_position.models._http`):
   ``max_new_tokens`` over the server's window (read from ``/v1/models``, vLLM's
   ``max_model_len``, or from the server's own refusal) raises
   :class:`ContextLengthError` with both numbers, never a generation a server clipped
-  silently to fit.
+  silently to fit. The prompt's tokens are those the reply's ``usage`` reports; where
+  a reply carries no ``usage``, the server's ``/tokenize`` counts them (the same
+  request: the raw prompt, or the chat messages with the template). A server that can
+  do neither gets no guess: an answer that ran to its token limit (``finish_reason``
+  other than ``"stop"``) raises :class:`BackendError` saying so, since it may have
+  been cut to fit; one that ended by itself is whole and is returned.
 
 Prompts of a batch are sent concurrently, at most ``concurrency`` at a time; results
 keep the input order.
@@ -74,6 +79,7 @@ from rag_position.errors import (
 from rag_position.models._http import HTTPStatusError, JSONClient, split_base_url
 from rag_position.models._openai_replies import (
     Echo,
+    Generated,
     Usage,
     context_error,
     is_int,
@@ -173,6 +179,7 @@ class OpenAICompatibleModel:
         self._encoding: Any = None
         self._max_context: int | None = None
         self._max_context_read = False
+        self._no_tokenize: str | None = None  # why /tokenize cannot count prompts here
 
     @property
     def name(self) -> str:
@@ -339,23 +346,61 @@ class OpenAICompatibleModel:
                     "messages": [{"role": "user", "content": prompt}],
                     **options,
                 }
-                text, usage = self._request(
-                    "POST", "/chat/completions", body, parse_chat, what=what
-                )
+                reply = self._request("POST", "/chat/completions", body, parse_chat, what=what)
             else:
                 body = {"model": self.name, "prompt": prompt, **options}
-                text, usage = self._request(
-                    "POST", "/completions", body, parse_completion, what=what
-                )
-            if window is not None and usage.known:
+                reply = self._request("POST", "/completions", body, parse_completion, what=what)
+            if window is not None:
                 # vLLM shortens max_tokens to fit its window without a word: refuse that
                 # answer as the local backend refuses the prompt
-                needed = usage.prompt_tokens + max_new_tokens
-                if needed > window:
-                    raise ContextLengthError(needed, window, what)
-            return text, usage
+                n_prompt = self._prompt_tokens(body, reply, window, what)
+                if n_prompt is not None and n_prompt + max_new_tokens > window:
+                    raise ContextLengthError(n_prompt + max_new_tokens, window, what)
+            return reply.text, reply.usage
 
         return self._map(one, list(enumerate(prompts)))
+
+    def _prompt_tokens(
+        self, body: dict[str, Any], reply: Generated, window: int, what: str
+    ) -> int | None:
+        """The prompt tokens of a generation request: the reply's ``usage``, else the
+        server's ``/tokenize`` on the same prompt (module doc). ``None``: not known, and
+        the answer ended by itself (nothing was cut to fit the window)."""
+        if reply.usage.known:
+            return reply.usage.prompt_tokens
+        chat = "messages" in body
+        if self._no_tokenize is None:
+            request: dict[str, Any] = {"model": self.name}
+            if chat:  # the chat template applied as for the completion (vLLM's defaults)
+                request.update(
+                    messages=body["messages"], add_generation_prompt=True, add_special_tokens=False
+                )
+            else:
+                request.update(prompt=body["prompt"], add_special_tokens=True)
+            try:
+                counted = self._request(
+                    "POST", "/tokenize", request, parse_tokenize, what=what, raw_bad_request=True
+                )
+            except HTTPStatusError as exc:  # a 400 not about the window
+                self._no_tokenize = f"its /tokenize refused to count the prompt ({exc.message})"
+            except BackendError as exc:
+                cause = exc.__cause__
+                if not (isinstance(cause, HTTPStatusError) and cause.status in (404, 405)):
+                    raise
+                self._no_tokenize = "it has no /tokenize endpoint to count the prompt"
+            else:
+                return len(counted["tokens"])
+        if reply.finish_reason == "stop":
+            return None  # the answer ended by itself: whole, whatever the window
+        endpoint = "/chat/completions" if chat else "/completions"
+        raise BackendError(
+            f"{self.base_url}{endpoint} reported no token usage for {what} of model "
+            f"{self.name!r}, and {self._no_tokenize}: whether the prompt fits the server's "
+            f"window of {window} tokens cannot be checked, and the answer ran to its token "
+            f"limit (finish_reason {reply.finish_reason!r}), so the server may have cut it to "
+            "fit. Refused rather than guessed: use a server that reports usage or has "
+            "/tokenize (vLLM has both)"
+        )
 
     # ------------------------------------------------------------------ scoring
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:

@@ -16,6 +16,7 @@ prompt's first token is scored too.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,11 +82,23 @@ def check_device(device: str) -> None:
         raise ModelSpecError(f"device {device!r} cannot be used here: {reason}") from None
 
 
+DTYPE_ENV = "RAG_POSITION_DTYPE"
+"""Overrides ``dtype="auto"`` everywhere (a notebook, a test run): ``float32`` runs as on
+a CPU without bfloat16."""
+
+
 def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
-    """``"auto"``: bfloat16 where the hardware computes it natively (float16 on a GPU
-    without it), else float32."""
+    """``"auto"``: ``$RAG_POSITION_DTYPE`` when set; else bfloat16 where the hardware
+    computes it natively (float16 on a GPU without it), else float32."""
     if isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "auto" and os.environ.get(DTYPE_ENV):
+        chosen = os.environ[DTYPE_ENV]
+        if chosen not in ("float32", "bfloat16", "float16"):
+            raise ValueError(
+                f"${DTYPE_ENV}={chosen!r} is not one of 'float32', 'bfloat16', 'float16'"
+            )
+        dtype = chosen  # type: ignore[assignment]
     if dtype == "auto":
         kind = torch.device(device).type
         if kind == "cuda":
@@ -158,6 +171,10 @@ class TransformersModel:
         # causal flash kernel); accelerators gain from batching.
         on_cpu = model.device.type == "cpu"
         self.score_batch_size = score_batch_size or (1 if on_cpu else max_batch_size)
+        # Greedy batches on CPU: each prompt prefilled alone (no padding: the fast causal
+        # path), then the batch decoded together, one read of the weights per step for
+        # every answer (:meth:`_greedy_batch`). Accelerators use ``model.generate``.
+        self.split_prefill = on_cpu
         self.max_context = max_context or _context_window(model, tokenizer)
         self._meter = UsageMeter()
         self._head = model.get_output_embeddings()
@@ -189,14 +206,16 @@ class TransformersModel:
                 raise ModelSpecError(f"GGUF file {path} does not exist")
             gguf_file, name_or_path = path.name, str(path.parent)
         torch_dtype = resolve_dtype(dtype, device)
-        extra = {"gguf_file": gguf_file} if gguf_file else {}
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, **extra)
-        # GGUF weights are de-quantised to float32 on load; cast afterwards (asking
-        # transformers for another dtype directly only adds a misleading warning).
-        load_dtype = torch.float32 if gguf_file else torch_dtype
-        model: Any = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=load_dtype, **extra)
-        model.to(device=device, dtype=torch_dtype)
         label = f"{name_or_path}/{gguf_file}" if gguf_file else name_or_path
+        if gguf_file:
+            # Parsing and de-quantising a GGUF file on every load is slow (19 s for the
+            # embedded model): load its float32 conversion, made once into the cache.
+            from rag_position.models._gguf import export_gguf
+
+            name_or_path = str(export_gguf(Path(name_or_path) / gguf_file))
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model: Any = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+        model.to(device=device, dtype=torch_dtype)
         return cls(model, tokenizer, name=label, chat_template=chat_template, **kwargs)
 
     # ------------------------------------------------------------------ properties
@@ -384,12 +403,127 @@ class TransformersModel:
         outputs: list[str] = [""] * len(prompts)
         budget_lengths = [len(ids) + max_new_tokens for ids in encoded]
         for batch in self._batches(budget_lengths, self.max_batch_size):
-            texts = self._generate_batch(
-                [encoded[i] for i in batch], max_new_tokens, temperature, seed, stop
-            )
+            ids = [encoded[i] for i in batch]
+            texts = None
+            if temperature == 0 and self.split_prefill:
+                texts = self._greedy_batch(ids, max_new_tokens, stop)
+            if texts is None:
+                texts = self._generate_batch(ids, max_new_tokens, temperature, seed, stop)
             for i, text in zip(batch, texts, strict=True):
                 outputs[i] = text
         return outputs
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return {eos} if isinstance(eos, int) else set(eos or [])
+
+    def _finish(self, tokens: list[int], eos_ids: set[int], stop: Sequence[str] | None) -> str:
+        kept = []
+        for t in tokens:
+            if t in eos_ids:
+                break
+            kept.append(t)
+        return cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
+
+    @torch.inference_mode()
+    def _greedy_batch(
+        self, batch_ids: list[list[int]], max_new_tokens: int, stop: Sequence[str] | None
+    ) -> list[str] | None:
+        """Greedy answers for a batch: prefill one prompt at a time, decode all together.
+
+        Each prompt's prefill is exactly the one-prompt forward pass (no padding), and
+        its key/value cache is copied into a left-padded batch cache; each decoding step
+        then feeds one token per unfinished answer, at that answer's own position, with
+        the padding masked out. An answer leaves the batch when it ends (end of sequence,
+        a stop string, ``max_new_tokens``), so no step is spent on finished answers.
+        Returns None (the caller falls back to ``model.generate``) for a model whose
+        cache is not plain full attention (sliding windows, hybrid layers).
+        """
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+
+        eos_ids = self._eos_ids()
+        name = cache_name()
+        lengths = [len(ids) for ids in batch_ids]
+        width = max(lengths)
+        rows = len(batch_ids)
+        tokens: list[list[int]] = []
+        merged: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: (keys, values)
+        with self._meter.timed(rows, sum(lengths)) as generated:
+            for r, ids in enumerate(batch_ids):
+                out = self.model(
+                    input_ids=torch.tensor([ids], device=self.device),
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{name: DynamicCache()},
+                )
+                cache = getattr(out, name)
+                if not all(type(layer) is DynamicLayer for layer in cache.layers):
+                    self.split_prefill = False
+                    return None
+                tokens.append([int(out.logits[0, -1].argmax())])
+                for j, layer in enumerate(cache.layers):
+                    keys, values = layer.keys, layer.values
+                    if r == 0:  # the batch's cache, left-padded to the longest prompt
+                        shape = (rows, keys.shape[1], width, keys.shape[3])
+                        merged.append((keys.new_zeros(shape), values.new_zeros(shape)))
+                    merged[j][0][r, :, width - lengths[r] :] = keys[0]
+                    merged[j][1][r, :, width - lengths[r] :] = values[0]
+                del out, cache
+            batch_cache = DynamicCache(ddp_cache_data=merged)
+            del merged
+            mask = torch.zeros((rows, width), dtype=torch.long, device=self.device)
+            for r, n in enumerate(lengths):
+                mask[r, width - n :] = 1
+            active = list(range(rows))
+            step = 0
+            while True:
+                still = [
+                    i
+                    for i, r in enumerate(active)
+                    if not self._ended(tokens[r], eos_ids, max_new_tokens, stop)
+                ]
+                if not still:
+                    break
+                if len(still) < len(active):
+                    index = torch.tensor(still, device=self.device)
+                    batch_cache.batch_select_indices(index)
+                    mask = mask[index]
+                    active = [active[i] for i in still]
+                step += 1
+                mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+                out = self.model(
+                    input_ids=torch.tensor([[tokens[r][-1]] for r in active], device=self.device),
+                    attention_mask=mask,
+                    position_ids=torch.tensor(
+                        [[lengths[r] + step - 1] for r in active], device=self.device
+                    ),
+                    use_cache=True,
+                    logits_to_keep=1,
+                    **{name: batch_cache},
+                )
+                batch_cache = getattr(out, name)
+                for r, t in zip(active, out.logits[:, -1].argmax(-1).tolist(), strict=True):
+                    tokens[r].append(int(t))
+            for row in tokens:
+                ends = next((k for k, t in enumerate(row) if t in eos_ids), None)
+                generated[0] += len(row) if ends is None else ends + 1
+        return [self._finish(row, eos_ids, stop) for row in tokens]
+
+    def _ended(
+        self,
+        row: list[int],
+        eos_ids: set[int],
+        max_new_tokens: int,
+        stop: Sequence[str] | None,
+    ) -> bool:
+        if row[-1] in eos_ids or len(row) >= max_new_tokens:
+            return True
+        if stop:
+            text = self.tokenizer.decode(row, skip_special_tokens=True)
+            return any(s in text for s in stop)
+        return False
 
     @torch.inference_mode()
     def _generate_batch(
@@ -448,6 +582,15 @@ class TransformersModel:
                     cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
                 )
         return texts
+
+
+def cache_name() -> str:
+    """What transformers calls the key/value cache (``cache`` from 5.x, before that
+    ``past_key_values``), in a forward's arguments and its output."""
+    from transformers import modeling_outputs
+
+    fields = modeling_outputs.CausalLMOutputWithPast.__dataclass_fields__
+    return "cache" if "cache" in fields else "past_key_values"
 
 
 def _context_window(model: Any, tokenizer: Any) -> int:

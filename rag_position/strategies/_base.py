@@ -121,6 +121,30 @@ def own_score(item: Any) -> float | None:
     return None if score is None else float(score)
 
 
+NAN_HINT = "None for a missing score (or -inf to rank it last)"
+"""What a NaN score's ``ValueError`` tells the caller to give instead."""
+
+
+def refuse_nan(
+    scores: Sequence[float | None], where: str, item: str = "passage", hint: str = NAN_HINT
+) -> None:
+    """``ValueError`` at the first NaN in ``scores``; ``where.format(i)`` names its item.
+
+    A NaN compares false with every number, so a sort would put it (and the scores
+    around it) anywhere: a caller's or a retriever's NaN is refused, never read as
+    "no score" (``None`` is that). Infinities are numbers and pass.
+
+    Example:
+        >>> refuse_nan([0.3, float("nan")], "`scores[{}]`")
+        Traceback (most recent call last):
+        ...
+        ValueError: `scores[1]` is NaN: give every passage a number; None for a missing score ...
+    """
+    for i, score in enumerate(scores):
+        if score is not None and math.isnan(score):
+            raise ValueError(f"{where.format(i)} is NaN: give every {item} a number; {hint}")
+
+
 def check_count(value: int | None, name: str) -> None:
     """``value`` must be ``None`` or an int >= 1."""
     if value is None:

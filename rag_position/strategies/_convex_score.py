@@ -4,6 +4,11 @@ The question's likelihood is U-shaped in the gold passage's position and flat in
 a distractor's, so the passage whose likelihood curve rises most at the two ends
 is the gold one; it moves to where the model reads best. N rotations of one
 seeded random base order put every passage at every position exactly once.
+
+Every prompt holds all N passages, so one rotation set is N prompts of N passages:
+N² passage renderings for the scorer, however the bookkeeping is done. N is capped
+at :data:`MAX_PASSAGES` (and prompts x N at :data:`MAX_PLACEMENTS`); longer lists
+need a per-passage method such as ``passage_likelihood`` (N one-passage prompts).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from rag_position.cost import Cost
 from rag_position.models.protocols import Scorer
@@ -40,6 +48,18 @@ from rag_position.strategies.profiles import Placement, ProfileLike, Rest, check
 T = TypeVar("T")
 Variant = Literal["convex", "authors"]
 Design = Literal["rotations", "authors"]
+
+MAX_PASSAGES = 500
+"""The most passages ConvexScore takes. One rotation set is N prompts of all N passages:
+N² passage renderings (at 500 passages of 100 words, about 200 MB of prompt text and
+some 30 million prompt tokens for the model), so longer lists are refused with a
+``ValueError`` rather than run for minutes; use ``passage_likelihood`` (N one-passage
+prompts) or trim the list first."""
+
+MAX_PLACEMENTS = MAX_PASSAGES**2
+"""The most passage placements (prompts x N) one call renders: one full rotation set at
+:data:`MAX_PASSAGES`. More base orders or ``design="authors"`` (N² prompts, N³
+placements) reach it at fewer passages."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +132,14 @@ def convex_score(
     is an end, the scores tie and the order stays). 0 or 1 passages: returned as
     they are at zero cost.
 
+    Size: every prompt holds all N passages, so the scorer receives R·M prompts of N
+    passages (N² passage renderings for one rotation set; memory and time grow with
+    that text). More than :data:`MAX_PASSAGES` (500) passages, or more than
+    :data:`MAX_PLACEMENTS` (250,000) passage placements (R·M·N: the authors' design at
+    N > 62, or several base orders near the cap), raise ``ValueError`` before anything
+    is rendered or scored; use :func:`~rag_position.strategies.passage_likelihood`
+    (N one-passage prompts) for longer lists, or trim them first.
+
     Example:
         >>> r = convex_score("Who wrote Hamlet?", docs, model)     # N prompts
         >>> r.gold, r.order[0] == r.gold, r.cost.lm_calls
@@ -182,6 +210,8 @@ def convex_design(
     measured where a weighted term needs it scores ``-inf`` (it cannot be the gold
     candidate). ``design="authors"``: N base orders (N² prompts), each (passage,
     position) pair measured N times under different arrangements of the others.
+    More than :data:`MAX_PASSAGES` passages or :data:`MAX_PLACEMENTS` placements
+    (prompts x N) raise ``ValueError``.
 
     Example:
         >>> convex_design(3)  # every passage at every position once
@@ -203,6 +233,7 @@ def convex_design(
             f"`n_rotations` ({m}) counts rotations of each base order, at most N = {n}; "
             "use `n_base_orders` for more prompts"
         )
+    check_size(n, n_base_orders, m, design)
     rng = random.Random(check_seed(seed))
     tails = distinct_orders(n - 1, n_base_orders, rng)
     orders: list[list[int]] = []
@@ -212,24 +243,53 @@ def convex_design(
         base = cycle[shift:] + cycle[:shift]
         for i in range(m):
             k = i * n // m
-            orders.append([base[(p + k) % n] for p in range(n)])
+            orders.append(base[k:] + base[:k])  # position p holds base[(p + k) mod N]
     return orders
+
+
+def check_size(n: int, n_base_orders: int, n_rotations: int, design: str = "rotations") -> None:
+    """Refuse a design over :data:`MAX_PASSAGES` passages or :data:`MAX_PLACEMENTS` placements.
+
+    ``n_base_orders`` is R as the design uses it (N for ``design="authors"``); the
+    design renders R·M prompts of N passages each.
+    """
+    if n > MAX_PASSAGES:
+        raise ValueError(
+            f"convex_score got {n:,} passages; it takes at most {MAX_PASSAGES:,}: every one of "
+            f"its prompts holds all N passages, so one rotation set is N prompts of N passages "
+            f"({n * n:,} passage renderings here). Use passage_likelihood (N one-passage "
+            "prompts) for long lists, or keep the top passages first"
+        )
+    placements = n_base_orders * n_rotations * n
+    if placements > MAX_PLACEMENTS:
+        what = (
+            "design='authors' (N x N prompts)"
+            if design == "authors"
+            else f"n_base_orders={n_base_orders} x n_rotations={n_rotations}"
+        )
+        raise ValueError(
+            f"convex_score with {what} on {n:,} passages renders "
+            f"{n_base_orders * n_rotations:,} prompts of {n:,} passages = {placements:,} passage "
+            f"placements; the cap is {MAX_PLACEMENTS:,}. Use fewer `n_base_orders` or "
+            "`n_rotations`, the default design, or passage_likelihood (N one-passage prompts)"
+        )
 
 
 def likelihood_table(
     orders: Sequence[Sequence[int]], prompt_scores: Sequence[float], n: int
 ) -> list[list[float]]:
-    """``ll[d][p]``: mean score of the prompts with passage ``d`` at position ``p``; NaN if none."""
-    sums = [[0.0] * n for _ in range(n)]
-    counts = [[0] * n for _ in range(n)]
-    for order, s in zip(orders, prompt_scores, strict=True):
-        for p, d in enumerate(order):
-            sums[d][p] += s
-            counts[d][p] += 1
-    return [
-        [sums[d][p] / counts[d][p] if counts[d][p] else math.nan for p in range(n)]
-        for d in range(n)
-    ]
+    """``ll[d][p]``: mean score of the prompts with passage ``d`` at position ``p``; NaN if none.
+
+    One pass over the prompts' cells in array code; each cell's sum adds the prompts'
+    scores in prompt order, as a loop would (``np.bincount`` accumulates in input order).
+    """
+    cells, weights = _cells(orders, prompt_scores, n)
+    sums = np.bincount(cells, weights=np.repeat(weights, n), minlength=n * n)
+    counts = np.bincount(cells, minlength=n * n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / counts, np.nan)
+    table: list[list[float]] = means.reshape(n, n).tolist()
+    return table
 
 
 def convex_scores(
@@ -272,11 +332,30 @@ def authors_scores(
     orders: Sequence[Sequence[int]], prompt_scores: Sequence[float], n: int
 ) -> list[float]:
     """The authors' code: mean over prompts of +LL with ``d`` at either end, -LL inside."""
-    totals = [0.0] * n
-    for order, s in zip(orders, prompt_scores, strict=True):
-        for p, d in enumerate(order):
-            totals[d] += s if p in (0, n - 1) else -s
-    return [t / len(orders) for t in totals]
+    cells, weights = _cells(orders, prompt_scores, n)
+    if not len(weights):
+        raise ValueError("no prompts to average over")
+    sign = np.full(n, -1.0)
+    sign[[0, n - 1]] = 1.0
+    signed = (weights[:, None] * sign[None, :]).ravel()
+    totals = np.bincount(cells // n, weights=signed, minlength=n)  # in prompt order, as a loop
+    result: list[float] = (totals / len(weights)).tolist()
+    return result
+
+
+def _cells(
+    orders: Sequence[Sequence[int]], prompt_scores: Sequence[float], n: int
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """The flat ``d·N + p`` cell of every (prompt, position), prompt by prompt; the scores."""
+    weights = np.asarray(prompt_scores, dtype=float).reshape(-1)
+    if len(orders) != len(weights):
+        raise ValueError(f"{len(orders)} orders but {len(weights)} prompt scores")
+    if not len(weights):
+        return np.zeros(0, dtype=np.intp), weights
+    grid = np.asarray(orders, dtype=np.intp)
+    if grid.shape != (len(weights), n) or grid.min() < 0 or grid.max() >= n:
+        raise ValueError(f"every order must list {n} passage indices in range({n})")
+    return (grid * n + np.arange(n)).ravel(), weights
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], name: str) -> None:

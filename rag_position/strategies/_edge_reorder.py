@@ -18,7 +18,9 @@ from rag_position.strategies._base import (
     check_count,
     check_passages,
     own_score,
+    refuse_nan,
     reordered,
+    unchanged,
 )
 from rag_position.strategies._options import opt
 
@@ -61,8 +63,13 @@ def edge_reorder(
     of the passages' own ``score`` (``Passage.score``, a mapping's ``"score"``, or
     an object's ``.score`` attribute); langchain and haystack first sort the
     passages by them, highest first (stable, missing last), as a user would before
-    calling the framework. ``result.scores``: the per-passage scores used (NaN for
-    missing), ``[]`` when the order alone was used. Always zero cost.
+    calling the framework. A NaN among the scores used (``scores``, or the own
+    scores llamaindex reads) is a ``ValueError`` naming the passage: a NaN has no
+    place in a sort, and ``None`` already says "missing"; infinities are numbers.
+    0 or 1 passages come back as given, their scores not read (``scores`` must
+    still have one per passage). ``result.scores``: the per-passage scores used
+    (NaN for missing), ``[]`` when the order alone was used (and for 0 or 1
+    passages). Always zero cost.
 
     Example:
         >>> edge_reorder(["a", "b", "c", "d", "e"]).passages  # "a" most relevant
@@ -84,6 +91,8 @@ def edge_reorder(
     n = len(items)
     if scores is not None and len(scores) != n:
         raise ValueError(f"got {len(scores)} scores for {n} passages")
+    if n < 2:  # nothing to order: no score is read
+        return unchanged(items)
     used = _scores(items, scores, mode)
     if mode == "llamaindex":
         order = _llamaindex(used)
@@ -153,8 +162,10 @@ def _haystack(
 def _scores(items: list[Any], scores: Sequence[float | None] | None, mode: str) -> list[float]:
     if scores is not None:
         given = [None if s is None else float(s) for s in scores]
+        refuse_nan(given, "`scores[{}]`")
     elif mode == "llamaindex":
         given = [own_score(x) for x in items]
+        refuse_nan(given, "the own score of passages[{}]")
     else:
         return []
     missing = 0.0 if mode == "llamaindex" else math.nan  # LlamaIndex: `score if not None else 0`

@@ -12,7 +12,6 @@ after that passage alone), ``relevance="convex_score"`` asks ConvexScore instead
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, get_args
 
@@ -23,6 +22,7 @@ from rag_position.strategies._base import (
     check_passages,
     check_question,
     own_score,
+    refuse_nan,
     reordered,
 )
 from rag_position.strategies._convex_score import convex_score
@@ -55,11 +55,16 @@ def profile_reorder(
     question's mean log-likelihood after each passage alone, N one-passage prompts)
     or ``"convex_score"`` (ConvexScore's scores; ``convex_options`` and ``seed`` go
     to :func:`~rag_position.strategies.convex_score`); the scoring's cost is this
-    result's. Then the passages' own retriever scores when every passage has one;
-    else the given order (first most relevant). Passage likelihood is the default:
-    it costs about one full prompt of scoring tokens where ConvexScore costs N full
-    prompts, and it identifies the gold passage more often (docs/measurements.md, "Measured:
-    identifying the gold passage, by design and cost"). ``convex_options`` with
+    result's. Then the passages' own retriever scores (``Passage.score``, a
+    mapping's ``"score"``, an object's ``.score``) when every passage has one; else
+    the given order (first most relevant). A NaN in ``scores``, or (without
+    ``scores`` and ``scorer``) in a passage's own score, is a ``ValueError`` naming
+    the passage: give a number, ``None`` for a missing own score (infinities are
+    numbers). 0 or 1 passages come back as given, nothing read or scored. Passage
+    likelihood is the default: it costs about one full prompt of scoring tokens
+    where ConvexScore costs N full prompts, and it identifies the gold passage more
+    often (docs/measurements.md, "Measured: identifying the gold passage, by design
+    and cost"). ``convex_options`` with
     another relevance (or without a scorer, or with ``scores``) and an unknown
     ``relevance`` are a ``ValueError``. ``profile`` (a :class:`PositionProfile` or
     its JSON file) is interpolated to the number of passages; the whole ranking goes
@@ -102,8 +107,7 @@ def profile_reorder(
         if len(scores) != n:
             raise ValueError(f"got {len(scores)} scores for {n} passages")
         used, source = [float(s) for s in scores], "scores"
-        if any(math.isnan(s) for s in used):
-            raise ValueError("`scores` holds NaN; give every passage a number (-inf for last)")
+        refuse_nan(used, "`scores[{}]`", hint="-inf to rank it last")
     elif scorer is not None and relevance == "convex_score":
         convex = convex_score(question, items, scorer, seed=seed, **convex_options)
         used, cost, source = convex.scores, convex.cost, "convex_score"
@@ -112,7 +116,8 @@ def profile_reorder(
         used, cost, source = alone.scores, alone.cost, "passage_likelihood"
     else:
         own = [own_score(x) for x in items]
-        if all(s is not None and not math.isnan(s) for s in own):  # NaN: no score
+        refuse_nan(own, "the own score of passages[{}]")  # None, not NaN, is "no score"
+        if all(s is not None for s in own):
             used, source = [s for s in own if s is not None], "passage_scores"
         else:
             used, source = [float(n - i) for i in range(n)], "order"

@@ -97,6 +97,12 @@ def _drop_choices(body: JSON) -> None:
     body["choices"] = []
 
 
+def _drop_usage(body: JSON) -> None:
+    """A reply without ``usage``: well formed (the field is optional), but the client
+    must then count the prompt's tokens itself."""
+    body.pop("usage", None)
+
+
 BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
     "null-text": _set_null_text,
     "null-content": _set_null_content,
@@ -106,6 +112,7 @@ BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
     "short-offsets": _set_short_offsets,
     "short-arrays": _set_short_arrays,
     "no-choices": _drop_choices,
+    "no-usage": _drop_usage,
 }
 BREAKS = ("truncated-json", "html", "not-an-object", *BODY_BREAKS, "trickle", "hang")
 
@@ -123,11 +130,15 @@ def context_message(n_prompt: int, n_new: int, limit: int) -> str:
     )
 
 
+def prompt_ids(model: TransformersModel, prompt: str) -> list[int]:
+    """The token ids the model reads for ``prompt`` (template included), as its ``_encode``."""
+    text, _ = model.render(prompt)
+    return list(model.tokenizer(text, add_special_tokens=not model.use_chat_template)["input_ids"])
+
+
 def n_tokens(model: TransformersModel, prompt: str) -> int:
     """Tokens the model reads for ``prompt`` (template included), as its ``_encode`` counts."""
-    text, _ = model.render(prompt)
-    ids = model.tokenizer(text, add_special_tokens=not model.use_chat_template)["input_ids"]
-    return len(ids)
+    return len(prompt_ids(model, prompt))
 
 
 def check_window(model: TransformersModel, n_prompt: int, n_new: int, clip: bool) -> int:
@@ -240,6 +251,7 @@ __all__ = [
     "logprobs_reply",
     "message_content",
     "n_tokens",
+    "prompt_ids",
     "send_broken",
     "usage_body",
 ]

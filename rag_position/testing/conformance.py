@@ -14,7 +14,10 @@ values shared) plus one record (``RECORD_KEYS`` and the row's ``record_keys``; `
 ``original_rank``, a score that is never NaN); inputs and options unchanged; a scorer's
 NaN/inf refused with a clear ``BackendError`` (or still a permutation), one batched call
 from two items on; documented refusals a ``ValueError`` that changes nothing; no items
-in, no items out. Needs ``hypothesis`` and ``pytest`` (dev dependencies).
+in, no items out; a NaN among the scores a reorderer reads (the caller's ``scores=``,
+the items' own retriever scores, ``metadata[score_key]``) a ``ValueError`` naming the
+item, predicted by :meth:`ReordererConformance.refusal`. Needs ``hypothesis`` and
+``pytest`` (dev dependencies).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from hypothesis import strategies as st
 
 from rag_position._integration import METADATA_KEY, RECORD_KEYS
 from rag_position.strategies import STRATEGIES, PositionProfile
+from rag_position.strategies._base import own_score
 from rag_position.testing.scripted import HashScorer, ScriptedScorer, tolerating_nonfinite
 from rag_position.testing.strategies import (
     SCORE_KEY,
@@ -94,6 +98,32 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
 }  # fmt: skip
 """Option name -> (what is drawn, the plain value); a function: of the number of items."""
 
+SCORE_OPTIONS = ("edge_scores", "profile_scores")
+"""The options that are the caller's ``scores=``, one per item (a NaN: a ``ValueError``)."""
+NAN_REFUSAL = "is NaN: give every"
+"""What the ``ValueError`` for a NaN score says (after naming the item: ``scores[1]``,
+``the own score of passages[1]``, ``nodes[1].score``)."""
+
+
+def never(options: Mapping[str, Any]) -> bool:
+    """A reorderer that never ranks by the items' own retriever scores."""
+    return False
+
+
+def always(options: Mapping[str, Any]) -> bool:
+    """A reorderer that always ranks by the items' own retriever scores (profile placement
+    with no ``scores``, ``scorer`` or ``score_key``; ``edge_reorder(mode="llamaindex")``)."""
+    return True
+
+
+def edge_reads_own(options: Mapping[str, Any]) -> bool:
+    """An edge component without ``score_key``: ``mode="llamaindex"`` reads the items' own
+    scores, the other modes with ``use_scores`` (where the component has it; default on:
+    a framework's objects without scores of their own never have a NaN one)."""
+    if "score_key" in options:
+        return False
+    return options.get("mode") == "llamaindex" or bool(options.get("use_scores", True))
+
 
 @dataclass(frozen=True)
 class Case:
@@ -102,7 +132,10 @@ class Case:
     arguments. ``scores``: it calls the scorer (once, batched, from 2 items on);
     ``all_scores``: every item needs a value under ``score_key``; ``max_n``: the most items
     (N² designs kept small); ``record``: ``(strategy, keys)`` of the record it writes;
-    ``selects``: a selecting row (it may keep a subset, and lists the rest as dropped)."""
+    ``selects``: a selecting row (it may keep a subset, and lists the rest as dropped);
+    ``own_scores(options)``: whether, with these options (``fixed`` and drawn), it ranks
+    by the items' own retriever scores (:meth:`ReordererConformance.own_score`), where a
+    NaN is a documented ``ValueError`` from two items on."""
 
     build: Callable[[Any, dict[str, Any]], Any] = lambda s, o: None
     takes: tuple[str, ...] = ()
@@ -112,6 +145,7 @@ class Case:
     max_n: int = 30
     record: tuple[str, frozenset[str]] = ("", frozenset())
     selects: bool = False
+    own_scores: Callable[[Mapping[str, Any]], bool] = never
 
     @property
     def score_key(self) -> bool:
@@ -134,8 +168,16 @@ def _of(value: Any, n: int) -> Any:
     return value(n) if callable(value) else value
 
 
-def v(*takes: str, scores: bool = False, all_scores: bool = False, **fixed: Any) -> Case:
-    return Case(takes=takes, fixed=fixed, scores=scores, all_scores=all_scores)
+def v(
+    *takes: str,
+    scores: bool = False,
+    all_scores: bool = False,
+    own_scores: Callable[[Mapping[str, Any]], bool] = never,
+    **fixed: Any,
+) -> Case:
+    return Case(
+        takes=takes, fixed=fixed, scores=scores, all_scores=all_scores, own_scores=own_scores
+    )
 
 
 COMPONENT_VARIANTS: dict[str, dict[str, Case]] = {
@@ -154,7 +196,7 @@ COMPONENT_VARIANTS: dict[str, dict[str, Case]] = {
         "_profile": v("profile", "rest", "metadata_key", placement="profile"),
     },
     "profile": {  # the retriever's scores where all have one, else the order
-        "": v("profile", "metadata_key"),
+        "": v("profile", "metadata_key", own_scores=always),
         "_score_key": v("profile", "metadata_key", all_scores=True, score_key=SCORE_KEY),
         "_scorer": v("profile", "metadata_key", scores=True),  # passage likelihood
         "_scorer_convex": v("profile", "metadata_key", scores=True, relevance="convex_score",
@@ -165,10 +207,11 @@ COMPONENT_VARIANTS: dict[str, dict[str, Case]] = {
         "_profile": v("profile", "metadata_key", placement="profile"),
         "_first_all": v(placement="first", mass=None),
     },
-    "edge": {
-        "": v("mode", "metadata_key"),
+    "edge": {  # metadata[score_key], else the retriever's scores (see edge_reads_own)
+        "": v("mode", "metadata_key", own_scores=edge_reads_own),
         "_score_key": v("mode", "metadata_key", score_key=SCORE_KEY),
-        "_haystack_options": v("top_k", "word_count_threshold", mode="haystack"),
+        "_haystack_options": v("top_k", "word_count_threshold", mode="haystack",
+                               own_scores=edge_reads_own),
     },
 }  # fmt: skip
 """Record strategy -> suffix -> the options every framework's component is checked with."""
@@ -286,8 +329,27 @@ class ReordererConformance:
         """The ids of the objects inside an item that must stay the same objects."""
         return containers(item)
 
+    def own_score(self, item: Any) -> float | None:
+        """An item's own retriever score, as the reorderers read it (``None``: none)."""
+        return own_score(item)
+
     def refusal(self, case: Case, items: Sequence[Any], options: dict[str, Any]) -> str | None:
-        """The documented ``ValueError`` (its ``match``) these arguments make, if any."""
+        """The documented ``ValueError`` (its ``match``) these arguments make, if any.
+
+        A NaN among the scores the reorderer reads: the caller's ``scores=``
+        (:data:`SCORE_OPTIONS`) or, where ``case.own_scores``, the items' own scores.
+        Never for 0 or 1 items: they come back as given, no score read.
+        """
+        if len(items) < 2:
+            return None
+        given = [options[k] for k in SCORE_OPTIONS if k in options]
+        for scores in given:
+            if any(s is not None and math.isnan(s) for s in scores):
+                return NAN_REFUSAL
+        if case.own_scores({**case.fixed, **options}):
+            scores = [self.own_score(x) for x in items]
+            if any(s is not None and math.isnan(s) for s in scores):
+                return NAN_REFUSAL
         return None
 
     # -- helpers
@@ -383,7 +445,8 @@ class ComponentConformance(ReordererConformance):
     ``src`` (``score``: its record's, under ``key``; ``replace``: ``replace_score``)."""
     retriever: Callable[[list[Any], str, dict[str, Any], st.DataObject], tuple[Any, list[Any]]]
     """``retriever(items, name, options, data)``: a ``PositionAwareRetriever`` over
-    ``items``, as ``(call(question, use_async), the items it keeps)``."""
+    ``items``, as ``(call(question, use_async), the items it keeps)``: those its strategy
+    reorders (and :meth:`refusal` looks at)."""
 
     def mutations(self, items: list[Any]) -> list[Callable[[], Any]]:
         """Ways to mutate the caller's items that the snapshot must catch."""
@@ -424,8 +487,11 @@ class ComponentConformance(ReordererConformance):
         return cases
 
     def refusal(self, case: Case, items: Sequence[Any], options: dict[str, Any]) -> str | None:
-        """A NaN, a non-number, no value at all (or, ``all_scores``, one missing)."""
-        if not case.score_key or not items:
+        """Under ``score_key``: a NaN, a non-number, no value at all (or, ``all_scores``,
+        one missing); else the base class's (a NaN among the scores it reads)."""
+        if not case.score_key:
+            return super().refusal(case, items, options)
+        if not items:
             return None
         values = [self.metadata(x).get(SCORE_KEY) for x in items]
         for value in values:
@@ -498,6 +564,13 @@ class ComponentConformance(ReordererConformance):
             options.update({"scorer": scorer} if scored else {})
             call, kept = self.retriever(items, name, options, data)
             before = self.snapshot(items)
+            case = self.cases()[self.components[name].__name__]  # the component's plain case
+            refusal = self.refusal(case, kept, dict(options))
+            if refusal is not None:
+                with pytest.raises(ValueError, match=refusal):
+                    call(QUESTIONS[0], use_async)
+                before.check()
+                return
             out = tolerating_nonfinite(scorer, lambda: call(QUESTIONS[0], use_async))
             before.check()
             if out is not None:  # the record names the component's strategy

@@ -6,7 +6,8 @@ records every request; to serve a model, run vLLM (``rag-position serve``, see
 made to produce on demand. ``fail_next`` answers the next requests with an HTTP error
 (the client's retries), ``break_next`` answers with a broken reply instead (a body
 that is truncated, HTML, or JSON with a null text, a NaN or missing log-probability,
-a reply trickled a byte at a time, or none at all: every name in ``BREAKS``),
+a reply trickled a byte at a time, or none at all; or a well-formed reply without
+``usage``: every name in ``BREAKS``),
 ``clip_to_window=True`` shortens ``max_tokens`` to fit the window without a word as
 vLLM does, a ``handler=`` subclass alters replies (missing log-probabilities, a
 refused ``max_tokens=0``, several models), and ``count`` says how many requests a
@@ -37,7 +38,9 @@ Endpoints (JSON in, JSON out, standard library only):
     ``seed``, ``stop``; the model's chat template is applied.
 ``POST /tokenize``
     vLLM's tokenizer endpoint: ``{"prompt": ..., "add_special_tokens": true}`` gives
-    ``{"count", "max_model_len", "tokens"}``, and ``token_strs`` with
+    ``{"count", "max_model_len", "tokens"}``; ``{"messages": [...]}`` instead counts a
+    chat request as ``/v1/chat/completions`` reads it (the template applied); and
+    ``token_strs`` with
     ``"return_token_strs": true`` where the server was made with ``token_strs=True``
     (by default it leaves them out, so that a client's probe for forced scoring ends
     here, before any completion request). Like a vLLM server without rag-position's
@@ -88,6 +91,7 @@ from rag_position.testing._openai_payloads import (
     logprobs_reply,
     message_content,
     n_tokens,
+    prompt_ids,
     send_broken,
     usage_body,
 )
@@ -299,9 +303,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             "usage": usage_body(n_prompt_total, n_new_total),
         }
 
-    def chat_completions(self, req: JSON) -> JSON:
-        self._check_model(req)
-        messages = req.get("messages")
+    def _chat_prompt(self, messages: Any) -> tuple[TransformersModel, str]:
+        """The model and prompt that a chat request's ``messages`` run as."""
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise HTTPError(400, "messages must be a list of objects")
         roles = [m.get("role") for m in messages]
@@ -312,6 +315,22 @@ class OpenAIHandler(BaseHTTPRequestHandler):
                 f"got roles {roles}",
             )
         contents = [message_content(m) for m in messages]
+        chat = self.server.chat_model
+        if chat is None:
+            raise HTTPError(400, "this model has no chat template; use /v1/completions")
+        if len(messages) == 1:
+            return chat, contents[0]
+        # A system message: render the template here and run the prompt raw.
+        prompt = chat.tokenizer.apply_chat_template(
+            [{"role": r, "content": c} for r, c in zip(roles, contents, strict=True)],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        return self.server.raw_model, str(prompt)
+
+    def chat_completions(self, req: JSON) -> JSON:
+        self._check_model(req)
+        model, prompt = self._chat_prompt(req.get("messages"))
         max_tokens = self._int(
             req, "max_completion_tokens", self._int(req, "max_tokens", DEFAULT_MAX_TOKENS)
         )
@@ -319,22 +338,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         if max_tokens < 1:
             raise HTTPError(400, f"max_tokens must be at least 1, got {max_tokens}")
         temperature, seed, stop = self._sampling(req)
-        chat = self.server.chat_model
-        if chat is None:
-            raise HTTPError(400, "this model has no chat template; use /v1/completions")
         with self.server.lock:
-            if len(messages) == 1:
-                model, prompt = chat, contents[0]
-            else:
-                # A system message: render the template here and run the prompt raw.
-                model = self.server.raw_model
-                prompt = str(
-                    chat.tokenizer.apply_chat_template(
-                        [{"role": r, "content": c} for r, c in zip(roles, contents, strict=True)],
-                        tokenize=False,
-                        add_generation_prompt=True,
-                    )
-                )
             n_prompt = n_tokens(model, prompt)
             max_tokens = check_window(model, n_prompt, max_tokens, self.server.clip)
             with metered() as tally:
@@ -364,11 +368,16 @@ class OpenAIHandler(BaseHTTPRequestHandler):
 
     def tokenize(self, req: JSON) -> JSON:
         self._check_model(req)
+        model = self.server.raw_model
+        if "messages" in req:  # a chat request, counted as /v1/chat/completions reads it
+            with self.server.lock:
+                chat, text = self._chat_prompt(req["messages"])
+                ids = prompt_ids(chat, text)
+            return {"count": len(ids), "max_model_len": model.max_context, "tokens": ids}
         prompt = req.get("prompt")
         if not isinstance(prompt, str):
             raise HTTPError(400, "prompt must be a string")
         special = bool(req.get("add_special_tokens", True))
-        model = self.server.raw_model
         with self.server.lock:
             ids = list(model.tokenizer(prompt, add_special_tokens=special)["input_ids"])
             wanted = req.get("return_token_strs") and self.server.token_strs
@@ -448,7 +457,8 @@ class ModelServer(ThreadingHTTPServer):
         ``kind`` is one of ``BREAKS``: ``truncated-json``, ``html``, ``not-an-object``,
         ``null-text``, ``null-content``, ``nan-logprob``, ``null-logprob``,
         ``short-logprobs``, ``short-offsets``, ``short-arrays`` (every logprobs array cut
-        alike), ``no-choices`` (a 200 with that body);
+        alike), ``no-choices`` (a 200 with that body); ``no-usage`` (the right body
+        without ``usage``: well formed, but the client must count the prompt itself);
         ``trickle`` (the right body, one byte every ``seconds``); ``hang`` (no answer for
         ``seconds``, then the connection closes).
         """

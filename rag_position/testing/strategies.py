@@ -113,7 +113,9 @@ retriever_scores = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0]),
     st.integers(-3, 3),
 )
-"""A retriever's own score: none, NaN, infinities, signed zero, an integer."""
+"""A retriever's own score: none, NaN, infinities, signed zero, an integer. A NaN is a
+documented ``ValueError`` wherever a reorderer reads it (from two items on), as
+:meth:`rag_position.testing.conformance.ReordererConformance.refusal` predicts."""
 
 
 @st.composite

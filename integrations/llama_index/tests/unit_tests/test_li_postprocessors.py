@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import math
 import random
 from typing import Any
 
@@ -234,6 +235,67 @@ def test_edge_reorder_llamaindex_mode_matches_on_random_scores() -> None:
         expected = LongContextReorder().postprocess_nodes(list(nodes))
         got = EdgeReorder(mode="llamaindex", metadata_key=None).postprocess_nodes(nodes)
         assert [id(x) for x in got] == [id(x) for x in expected], scores
+
+
+# ---------------------------------------------------------------------------- NaN retriever scores
+NAN_READERS: dict[str, Any] = {  # each reads NodeWithScore.score
+    "profile": lambda: ProfileReorder(profile=[0.2, 0.1, 0.3, 0.4]),
+    "edge": lambda: EdgeReorder(),
+    "edge_llamaindex": lambda: EdgeReorder(mode="llamaindex"),
+    "edge_haystack": lambda: EdgeReorder(mode="haystack", top_k=2),
+    "edge_llamaindex_no_use_scores": lambda: EdgeReorder(mode="llamaindex", use_scores=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_READERS))
+def test_a_nan_node_score_is_refused_naming_the_node(name: str) -> None:
+    """Issue 30: ProfileReorder returned the input order, EdgeReorder sorted on the NaN."""
+    nodes = make_nodes([0.9, 0.5, math.nan, None])
+    before = _snapshot(nodes)
+    reorder = NAN_READERS[name]()
+    message = r"^nodes\[2\]\.score is NaN: give every node a number; None for a missing score"
+    with pytest.raises(ValueError, match=message):
+        reorder.postprocess_nodes(nodes, query_str=QUESTION)
+    with pytest.raises(ValueError, match=message):
+        asyncio.run(reorder.apostprocess_nodes(nodes, query_str=QUESTION))
+    assert _snapshot(nodes) == before
+    one = reorder.postprocess_nodes(nodes[2:3])  # a single node: returned, its score unread
+    assert _ids(one) == ["node-2"] and one[0].node.metadata[METADATA_KEY]["score"] is None
+
+
+def test_a_nan_node_score_that_is_not_read_changes_nothing() -> None:
+    nodes = make_nodes([0.9, math.nan, 0.5, 0.1])
+    for node, value in zip(nodes, [0.2, 0.9, 0.4, 0.3], strict=True):
+        node.node.metadata["relevance"] = value
+    texts = _texts(nodes)
+    plain = make_nodes([0.9, 0.0, 0.5, 0.1])
+    for node in plain:
+        node.node.metadata["relevance"] = nodes[int(node.node.node_id[-1])].node.metadata[
+            "relevance"
+        ]
+    for build in (
+        lambda: EdgeReorder(use_scores=False),  # the given order
+        lambda: EdgeReorder(mode="haystack", score_key="relevance"),
+        lambda: ProfileReorder(profile=[0.2, 0.1, 0.3, 0.4], score_key="relevance"),
+        lambda: ProfileReorder(
+            profile=[0.2, 0.1, 0.3, 0.4], scorer=GoldAtEdgesScorer(texts, texts[2])
+        ),
+    ):
+        assert _ids(build().postprocess_nodes(nodes, query_str=QUESTION)) == _ids(
+            build().postprocess_nodes(plain, query_str=QUESTION)
+        )
+
+
+def test_infinite_node_scores_are_numbers() -> None:
+    nodes = make_nodes([-math.inf, 0.5, math.inf, None])
+    assert _ids(EdgeReorder(mode="haystack").postprocess_nodes(nodes))[0] == "node-2"
+    llama = EdgeReorder(mode="llamaindex", metadata_key=None).postprocess_nodes(nodes)
+    expected = LongContextReorder().postprocess_nodes(list(nodes))
+    assert [id(x) for x in llama] == [id(x) for x in expected]
+    with_none = ProfileReorder(profile=[0.2, 0.1, 0.3, 0.4]).postprocess_nodes(nodes)
+    assert {o.node.metadata[METADATA_KEY]["relevance"] for o in with_none} == {"order"}
+    ranked = ProfileReorder(profile=[0.2, 0.1, 0.3, 0.4]).postprocess_nodes(nodes[:3])
+    assert ranked[-1].node.node_id == "node-2"  # the best read position: the +inf node
 
 
 # ---------------------------------------------------------------------------- metadata convention

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 from typing import Any
 
 import pytest
@@ -240,6 +241,26 @@ def test_position_aware_retriever_reorders_the_wrapped_results() -> None:
     assert _ids(asyncio.run(convex.aretrieve(QUESTION))) == _ids(out)
     assert inner.queries[-1] == QUESTION
     assert [n.score for n in nodes] == [0.1, 0.2, 0.3, 0.4]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "options"),
+    [("edge", {}), ("edge", {"mode": "llamaindex"}), ("profile", {"profile": [0.3, 0.1, 0.2]})],
+)
+def test_position_aware_retriever_refuses_a_nan_node_score(
+    strategy: str, options: dict[str, Any]
+) -> None:
+    """Issue 30: the strategies that read the retriever's scores refuse a NaN one."""
+    nodes = make_nodes([0.4, math.nan, 0.2])
+    retriever = PositionAwareRetriever(ListRetriever(nodes), strategy, **options)
+    message = r"nodes\[1\]\.score is NaN: give every node a number"
+    with pytest.raises(ValueError, match=message):
+        retriever.retrieve(QUESTION)
+    with pytest.raises(ValueError, match=message):
+        asyncio.run(retriever.aretrieve(QUESTION))
+    assert math.isnan(nodes[1].score or 0.0) and [n.score for n in nodes][::2] == [0.4, 0.2]
+    unread = PositionAwareRetriever(ListRetriever(nodes), "edge", use_scores=False)
+    assert _ids(unread.retrieve(QUESTION)) == ["node-0", "node-2", "node-1"]
 
 
 def test_position_aware_retriever_refuses_bad_configuration() -> None:

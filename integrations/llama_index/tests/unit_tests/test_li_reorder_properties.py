@@ -6,6 +6,9 @@ copies of the nodes (other fields kept), the record's key added to the copy's ex
 lists, ``NodeWithScore.score`` kept unless ``replace_score=True``; with ``metadata_key=None``
 the caller's own wrappers (or, with ``replace_score``, new ones around the caller's nodes).
 Inputs also hold the same node in two wrappers, and no query where none is needed.
+``NodeWithScore.score`` is drawn with NaN: where a postprocessor reads it (``ProfileReorder``
+without ``score_key`` and ``scorer``, ``EdgeReorder`` with ``mode="llamaindex"`` or
+``use_scores``), from two nodes on, the kit expects a ``ValueError`` naming the node.
 """
 
 from __future__ import annotations

@@ -192,7 +192,9 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
     each node alone, N short prompts, about one full prompt of tokens) or
     ``"convex_score"`` (ConvexScore, N full prompts; ``convex_options`` go to
     ``convex_score`` and need this relevance); the retriever's scores when every node
-    has one; else the retriever's order. No scorer: no model calls. Passage likelihood
+    has one; else the retriever's order. No scorer: no model calls. A NaN
+    ``NodeWithScore.score`` (read without ``score_key`` and ``scorer``, from two nodes
+    on) is a ``ValueError`` naming the node: ``None`` is a missing score. Passage likelihood
     is the default because on the embedded model it identified the gold node 89% of
     the time, ConvexScore with one base order 25%.
 
@@ -234,6 +236,8 @@ class ProfileReorder(_ScoringReorder, ProfileOptions):
         question = query_of(query_bundle, type(self).__name__)
         if self._scorer is not None:
             question = question_of(query_bundle, type(self).__name__)
+        elif key is None:  # the retriever's scores are the relevance
+            _refuse_nan_scores(nodes)
         return core.profile_reordering(
             question,
             self._passages(nodes),
@@ -256,6 +260,8 @@ class EdgeReorder(_RagPositionReorder, EdgeOptions):
     ``top_k``/``word_count_threshold``, which drop nodes). Relevance:
     ``metadata[score_key]`` when given, else the retriever's scores (with
     ``use_scores``, where any node has one), else the given order. No query, no model.
+    A NaN ``NodeWithScore.score``, where the retriever's scores are read (from two
+    nodes on), is a ``ValueError`` naming the node: ``None`` is a missing score.
 
     Example:
         >>> reorder = EdgeReorder(mode="llamaindex")        # LongContextReorder parity
@@ -287,9 +293,12 @@ class EdgeReorder(_RagPositionReorder, EdgeOptions):
         scores: list[float | None] | None = None
         if self.score_key is not None:
             scores = _metadata_scores(nodes, self.score_key)
-        elif self.mode != "llamaindex":  # 'llamaindex' reads each passage's own score
+        elif self.mode == "llamaindex":  # reads each passage's own score: the node's
+            _refuse_nan_scores(nodes)
+        elif self.use_scores:
             own = [n.score for n in nodes]
-            scores = own if self.use_scores and any(s is not None for s in own) else None
+            _refuse_nan_scores(nodes)
+            scores = own if any(s is not None for s in own) else None
         return core.edge_reordering(
             self._passages(nodes),
             scores=scores,
@@ -297,6 +306,13 @@ class EdgeReorder(_RagPositionReorder, EdgeOptions):
             top_k=self.top_k,
             word_count_threshold=self.word_count_threshold,
         )
+
+
+def _refuse_nan_scores(nodes: list[NodeWithScore]) -> None:
+    """``ValueError`` naming the first node whose retriever score is NaN (from two nodes
+    on: a single node is returned as it is, its score unread)."""
+    if len(nodes) >= 2:
+        core.refuse_nan_scores([n.score for n in nodes], "nodes")
 
 
 def _metadata_scores(nodes: list[NodeWithScore], key: str) -> list[float | None]:

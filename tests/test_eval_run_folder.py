@@ -1,0 +1,246 @@
+"""An output folder holds one run (``run.json``): another run is refused before it works.
+
+A run writes ``run.json`` (task, model label, decoding, command) when it opens its
+folder. A later run into the folder resumes or extends it when task, model and
+decoding match; any other run is refused with an error naming the folder, the run
+there and what to do, before the model loads (the CLI: task and decoding) or at
+least before anything is generated (the model's label). Folders of older versions:
+``predictions.jsonl`` without a marker resumes (and gets one) when it holds this
+model's predictions; a report without predictions is refused. All on scripted
+models (fast).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_eval_runner import Scripted, write_gold_at_file
+
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
+from rag_position.eval import EvalConfigError, run_compare, run_kv, run_multidoc
+from rag_position.eval.common import Decoding
+from rag_position.eval.marker import RUN_FILE, RunMarker, write_marker
+
+KV = {"pairs": 8, "questions": 1, "progress": False}
+
+
+class Other(Scripted):
+    """The same answers under another model label."""
+
+    name = "other-model"
+
+
+def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the model was loaded: the folder should have been refused first")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl", n=4)
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the marker
+def test_a_run_marks_its_folder(tmp_path: Path) -> None:
+    out = tmp_path / "kv"
+    run_kv(Scripted(), out=out, **KV)
+    marker = json.loads((out / RUN_FILE).read_text())
+    assert marker["task"] == "kv" and marker["model"] == "scripted"
+    assert marker["decoding"] == {"max_new_tokens": 100, "temperature": 0.0, "seed": 0}
+    assert marker["command"].startswith("rag_position.eval.run_kv(<scripted>, pairs=8")
+
+
+# ------------------------------------------------------------------ another run: refused
+def test_another_model_is_refused_before_it_generates(tmp_path: Path) -> None:
+    out = tmp_path / "kv"
+    run_kv(Scripted(), out=out, **KV)
+    before = _files(out)
+    other = Other()
+    with pytest.raises(EvalConfigError) as info:
+        run_kv(other, out=out, **KV)
+    message = str(info.value)
+    assert f"--out {out} holds another run: kv with model 'scripted'" in message
+    assert "its model is 'scripted', this run's 'other-model'" in message
+    assert "made by: rag_position.eval.run_kv(<scripted>" in message
+    assert "a new --out" in message and "rerun that run's command to resume it" in message
+    assert other.prompts == [] and _files(out) == before  # nothing generated, nothing replaced
+
+
+def test_another_task_is_refused_before_the_model_loads(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "md"
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: Scripted())
+    first = ["eval", "multidoc", "--data", str(data), "--out", str(out), "--no-progress"]
+    assert main(first) == 0
+    capsys.readouterr()
+    before = _files(out)
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    argv = ["eval", "compare", "--data", str(data), "--out", str(out), "--worst-position", "4"]
+    code, err = _cli(argv, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert f"--out {out} holds another run: multidoc with model 'scripted'" in err
+    assert f"made by: rag-position eval multidoc --data {data}" in err
+    assert "its task is multidoc, this run's compare" in err
+    assert _files(out) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "differs"),
+    [
+        (["--max-new-tokens", "5"], "its max_new_tokens is 100, this run's 5"),
+        (["--seed", "1"], "its seed is 0, this run's 1"),
+    ],
+)
+def test_other_decoding_is_refused_before_the_model_loads(
+    option: list[str],
+    differs: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "kv"
+    monkeypatch.setattr(eval_cli, "load_model", lambda spec: Scripted())
+    argv = ["eval", "kv", "--pairs", "8", "--questions", "1", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    before = _files(out)
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    code, err = _cli([*argv, *option], capsys)
+    assert code == 2 and differs in err and f"--out {out} holds another run" in err
+    assert _files(out) == before
+
+
+@pytest.mark.parametrize("name", ["report.md", "summary.json", "summary.csv"])
+def test_a_report_without_predictions_is_refused(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder some run wrote (its report kept, its predictions gone): nothing to resume."""
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / name).write_text("someone else's numbers\n")
+    with pytest.raises(EvalConfigError, match=f"--out {out} holds the report of another run"):
+        run_kv(Scripted(), out=out, **KV)
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    code, err = _cli(["eval", "kv", "--pairs", "8", "--out", str(out)], capsys)
+    assert code == 2 and f"({name})" in err and "predictions.jsonl" in err and "new --out" in err
+    assert _files(out) == {name: b"someone else's numbers\n"}
+
+
+def test_a_report_names_the_command_that_made_it(tmp_path: Path) -> None:
+    out = tmp_path / "kv"
+    run_kv(Scripted(), out=out, **KV)
+    (out / RUN_FILE).unlink()
+    (out / "predictions.jsonl").unlink()
+    with pytest.raises(EvalConfigError, match=r"made by: rag_position\.eval\.run_kv\(<scripted>"):
+        run_kv(Scripted(), out=out, **KV)
+
+
+def test_a_broken_marker_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "kv"
+    out.mkdir()
+    (out / RUN_FILE).write_text("{not json")
+    with pytest.raises(EvalConfigError, match="is not a run marker of rag-position eval"):
+        run_kv(Scripted(), out=out, **KV)
+
+
+# ------------------------------------------------------------------ the same run: resumed
+def test_the_same_run_resumes_and_extends(data: Path, tmp_path: Path) -> None:
+    """More questions, more strategies: the same run, extended in its own folder."""
+    out = tmp_path / "cmp"
+    options: dict[str, Any] = {"data": data, "worst_position": 4, "progress": False}
+    first = Scripted()
+    run_compare(first, out=out, questions=2, strategies=["retriever"], **options)
+    more = Scripted()
+    result = run_compare(more, out=out, questions=4, strategies=["retriever", "edge"], **options)
+    assert more.prompts and not set(more.prompts) & set(first.prompts)  # only the new ones
+    assert {r["strategy"] for r in result.rows} >= {"retriever", "edge"}
+    marker = json.loads((out / RUN_FILE).read_text())
+    assert "questions=4" in marker["command"] and "'edge'" in marker["command"]  # the latest
+    idle = Scripted()
+    run_compare(idle, out=out, questions=4, strategies=["retriever", "edge"], **options)
+    assert idle.prompts == []
+
+
+def test_a_folder_from_before_the_marker_resumes_and_gets_one(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "md"
+    run_multidoc(Scripted(), data=data, out=out, progress=False)
+    (out / RUN_FILE).unlink()  # as an older version left it
+    idle = Scripted()
+    run_multidoc(idle, data=data, out=out, progress=False)
+    assert idle.prompts == []
+    assert json.loads((out / RUN_FILE).read_text())["task"] == "multidoc"
+
+
+def test_a_folder_from_before_the_marker_with_another_models_predictions_is_refused(
+    data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "md"
+    run_multidoc(Scripted(), data=data, out=out, progress=False)
+    (out / RUN_FILE).unlink()
+    before = _files(out)
+    other = Other()
+    with pytest.raises(EvalConfigError) as info:
+        run_multidoc(other, data=data, out=out, progress=False)
+    message = str(info.value)
+    assert f"--out {out} holds another run" in message and "model 'scripted'" in message
+    assert "no prediction of this run's model 'other-model'" in message
+    assert "made by: rag_position.eval.run_multidoc(<scripted>" in message  # from summary.json
+    assert other.prompts == [] and _files(out) == before
+
+
+def test_copied_predictions_seed_a_new_run_of_another_task(data: Path, tmp_path: Path) -> None:
+    """To reuse one run's answers in another task: its predictions.jsonl, not its folder."""
+    md = tmp_path / "md"
+    run_multidoc(Scripted(), data=data, out=md, progress=False)
+    cmp = tmp_path / "cmp"
+    cmp.mkdir()
+    (cmp / "predictions.jsonl").write_bytes((md / "predictions.jsonl").read_bytes())
+    model = Scripted()
+    run_compare(model, data=data, out=cmp, worst_position=4, strategies=["retriever"])
+    assert json.loads((cmp / RUN_FILE).read_text())["task"] == "compare"
+
+
+def test_an_unrelated_folder_is_fine(data: Path, tmp_path: Path) -> None:
+    """The data file's own folder (nothing a run writes in it) takes the run."""
+    run_multidoc(Scripted(), data=data, questions=1, out=tmp_path, progress=False)
+    assert (tmp_path / RUN_FILE).is_file() and (tmp_path / "report.md").is_file()
+
+
+# ------------------------------------------------------------------ names that are not UTF-8
+def test_an_out_name_that_is_not_utf8_is_refused_at_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out runs/<0xff>`` ran the whole task, then failed to write its report (a
+    codec error, a summary.json.tmp left behind): the command line is recorded as text."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    code, err = _cli(["eval", "kv", "--pairs", "8", "--out", "runs/\udcff"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "error: --out 'runs/\\udcff' is not valid UTF-8 (byte 0xff" in err
+    assert not (tmp_path / "runs").exists()  # nothing made
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_run_that_saved_nothing_says_how_to_take_its_folder(data: Path, tmp_path: Path) -> None:
+    """A run stopped before its first prediction leaves only its marker."""
+    out = tmp_path / "md"
+    out.mkdir()
+    write_marker(out, RunMarker("multidoc", "scripted", Decoding(max_new_tokens=5).as_dict()))
+    with pytest.raises(EvalConfigError, match="that run has saved nothing yet") as info:
+        run_multidoc(Scripted(), data=data, positions=[0, 9], out=out, progress=False)
+    assert f"remove {out / RUN_FILE} to give the folder to this run" in str(info.value)
+    run_multidoc(Scripted(), data=data, positions=[0, 9], out=out, max_new_tokens=5)  # the same
