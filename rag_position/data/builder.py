@@ -84,6 +84,10 @@ class InstanceBuilder:
     else ``~/.cache/rag-position``): the pool embeddings as ``.npy`` and the ranked
     distractors per ``k`` as JSON, both keyed by a hash of the data, the embedder's
     name and :data:`EMBEDDING_TEXT`. A build that finds them calls no embedder.
+    ``packaged=True``: questions of the packaged oracle file ranked with the embedded
+    embedder come from the rankings shipped with the package (:data:`SEED_FILE`, made
+    by ``scripts/make_distractor_seed.py`` the same way), so a fresh machine embeds
+    nothing either; ``False`` computes them.
 
     Example:
         >>> builder = InstanceBuilder(default_data_dir() / ORACLE_FILE, load_embedder())
@@ -97,8 +101,10 @@ class InstanceBuilder:
         *,
         cache_dir: PathLike | None = None,
         embedder_name: str | None = None,
+        packaged: bool = True,
     ) -> None:
         self.oracle = oracle
+        self.packaged = packaged
         self.embedder = embedder
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.embedder_name = embedder_name or str(
@@ -292,7 +298,7 @@ class InstanceBuilder:
         """The packaged rankings of ``wanted`` (their first k-1), where they fit this build:
         the same data, embedder name and embedding text, and k-1 within their depth."""
         path = seed_path()
-        if k - 1 > SEED_DEPTH or not path.is_file():
+        if not self.packaged or k - 1 > SEED_DEPTH or not path.is_file():
             return {}
         try:
             with gzip.open(path, "rt", encoding="utf-8") as f:
