@@ -9,7 +9,8 @@ set, so every cell runs at the notebook's own defaults (the test suite runs them
 small setting instead: ``cookbooks/test_cookbooks.py``). Outputs go where a user's
 would, under ``cookbooks/runs/`` (ignored by git). The JSON records, per notebook,
 each code cell's wall seconds and first line, whether it raised, and the slowest cell;
-the target is no cell over 600 s on the project's 2-core CPU. Exit status 1 when a
+the target is no cell over 600 s on the project's 2-core CPU. ``RAG_POSITION_DTYPE=float32``
+runs them as on a CPU without bfloat16 (recorded as ``dtype``). Exit status 1 when a
 notebook failed or a cell went over the target.
 """
 
@@ -61,6 +62,7 @@ def main() -> int:
             "processor": platform.processor() or platform.machine(),
             "load_average_at_start": os.getloadavg(),
         },
+        "dtype": os.environ.get("RAG_POSITION_DTYPE") or "auto",
         "target_seconds_per_cell": TARGET_SECONDS,
         "notebooks": results,
         "all_ok": all(r["ok"] and r["slowest_cell_seconds"] <= TARGET_SECONDS for r in results),
