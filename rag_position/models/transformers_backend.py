@@ -543,9 +543,7 @@ class TransformersModel:
         for r, ids in enumerate(batch_ids):
             input_ids[r, width - len(ids) :] = torch.tensor(ids)
             mask[r, width - len(ids) :] = 1
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
+        eos_ids = self._eos_ids()
         config = GenerationConfig(  # type: ignore[no-untyped-call]
             max_new_tokens=max_new_tokens,
             do_sample=temperature > 0,
@@ -553,7 +551,7 @@ class TransformersModel:
             top_k=None,
             top_p=None,
             pad_token_id=pad,
-            eos_token_id=eos,
+            eos_token_id=sorted(eos_ids) or None,
             stop_strings=list(stop) if stop else None,
         )
         with (
@@ -569,19 +567,11 @@ class TransformersModel:
                 tokenizer=self.tokenizer if stop else None,
             )
             new = out[:, width:].cpu()
-            eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
-            texts = []
-            for row in new.tolist():
-                kept = []
-                for t in row:
-                    if t in eos_ids:
-                        break
-                    kept.append(t)
-                generated[0] += min(len(kept) + 1, len(row))
-                texts.append(
-                    cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), stop)
-                )
-        return texts
+            rows = new.tolist()
+            for row in rows:
+                ends = next((k for k, t in enumerate(row) if t in eos_ids), None)
+                generated[0] += len(row) if ends is None else ends + 1
+        return [self._finish(row, eos_ids, stop) for row in rows]
 
 
 def cache_name() -> str:
