@@ -1,7 +1,8 @@
 """rag-position: make retrieval-augmented generation read its context better.
 
 The public API is what this module exports (``rag_position.__all__``: the models, the
-strategy table, the result types and the errors), the strategies
+strategy table, the result types, the errors and the tuned files of ``rag-position
+tune``: :func:`load_tuned`, :func:`read_tuned`, :class:`TunedChoice`), the strategies
 (:mod:`rag_position.strategies`), the eval suite's ``run_*`` functions
 (:mod:`rag_position.eval`), the data loaders (:mod:`rag_position.data`), the test kits
 (:mod:`rag_position.testing`) and the two framework packages. Everything else may change
@@ -9,13 +10,14 @@ without notice.
 
 Example::
 
-    from rag_position import STRATEGIES, load_model
+    from rag_position import STRATEGIES, load_model, load_tuned
     from rag_position.strategies import passage_likelihood
 
     model = load_model("embedded")              # or "openai:http://host:8000/v1/NAME"
     result = passage_likelihood("Who wrote Hamlet?", passages, model)
     result.passages, result.cost                # your passages in the new order; what it cost
     STRATEGIES["passage_likelihood"]("Who wrote Hamlet?", passages, scorer=model)  # by name
+    reorder = load_tuned("tuned.json")          # what `rag-position tune` chose for a model
 
 Importing this package loads no torch: local models need the ``[local]`` extra,
 which :func:`load_model` and :func:`load_embedder` import when first called.
@@ -45,6 +47,7 @@ from rag_position.strategies import (
     estimate_profile,
     get_strategy,
 )
+from rag_position.tuned import TunedChoice, load_tuned, read_tuned
 
 __version__ = "0.1.0"
 
@@ -67,9 +70,12 @@ __all__ = [
     "ScoringUnsupportedError",
     "StrategyError",
     "StrategySpec",
+    "TunedChoice",
     "__version__",
     "estimate_profile",
     "get_strategy",
     "load_embedder",
     "load_model",
+    "load_tuned",
+    "read_tuned",
 ]

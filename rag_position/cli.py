@@ -4,6 +4,7 @@ rag-position demo                      # one NQ question, gold passage at 0, 4 a
 rag-position demo --model hf:./my-model --question 12
 rag-position serve                     # vLLM serving the embedded model; prints the spec
 rag-position eval quick                # the eval suite's 10-minute run (see eval --help)
+rag-position tune --out tuned.json     # choose this model's ordering; pass the file to a pipeline
 """
 
 from __future__ import annotations
@@ -89,9 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds to wait for readiness",
     )
 
-    from rag_position.eval.cli import add_eval_parser
+    from rag_position.eval.cli import add_eval_parser, add_tune_parser
 
     add_eval_parser(commands)
+    add_tune_parser(commands)
 
     argv = sys.argv[1:] if argv is None else list(argv)
     vllm_args: list[str] = []
@@ -110,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (RagPositionError, ValueError, FileNotFoundError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    if args.command == "eval":
+    if args.command in ("eval", "tune"):
         from rag_position.eval.cli import eval_command
 
         return eval_command(args, argv)

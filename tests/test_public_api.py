@@ -13,8 +13,9 @@ TOP_LEVEL = {
     "STRATEGIES", "AnswerResult", "BackendError", "BackendUnavailableError",
     "ContextLengthError", "Cost", "DataFormatError", "Embedder", "Generator",
     "ModelSpecError", "OrderingResult", "Passage", "PositionProfile", "RagPositionError",
-    "Scorer", "ScoringUnsupportedError", "StrategyError", "StrategySpec", "__version__",
-    "estimate_profile", "get_strategy", "load_embedder", "load_model",
+    "Scorer", "ScoringUnsupportedError", "StrategyError", "StrategySpec", "TunedChoice",
+    "__version__", "estimate_profile", "get_strategy", "load_embedder", "load_model",
+    "load_tuned", "read_tuned",
 }  # fmt: skip
 
 

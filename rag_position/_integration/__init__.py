@@ -3,11 +3,12 @@
 Both integrations only map their framework's objects onto what is here (a Document or a
 NodeWithScore to a :class:`~rag_position.passages.Passage`, a framework LLM to a
 ``Generator``, framework embeddings to an ``Embedder``); everything they share lives
-here once, in three modules by concern:
+here once, in four modules by concern:
 
 - :mod:`.models`: resolving ``scorer=`` / ``llm=`` / embeddings arguments;
 - :mod:`.options`: the framework-side options and their checks;
-- :mod:`.reorder`: running a strategy row and the metadata record it writes.
+- :mod:`.reorder`: running a strategy row and the metadata record it writes;
+- :mod:`.tuned`: the component a tuned file (:mod:`rag_position.tuned`) chose.
 
 A reordering component's own options and record come from its row of the strategy
 table (:data:`rag_position.strategies.STRATEGIES`). Nothing here imports LangChain or
@@ -61,12 +62,19 @@ from rag_position._integration.reorder import (
     table_class,
     with_record,
 )
+from rag_position._integration.tuned import (
+    GIVEN_ORDER,
+    TunedComponent,
+    check_tuned_strategy,
+    tuned_component,
+)
 from rag_position.models import check_spec
 from rag_position.models.protocols import cut_at_stop
 
 __all__ = [
     "EMBEDDER_FORMS",
     "GENERATOR_FORMS",
+    "GIVEN_ORDER",
     "METADATA_KEY",
     "RECORD_KEYS",
     "SCORER_FORMS",
@@ -82,10 +90,12 @@ __all__ = [
     "ReorderOptions",
     "Reordering",
     "ScorerOptions",
+    "TunedComponent",
     "check_edge_options",
     "check_option_names",
     "check_profile_options",
     "check_spec",
+    "check_tuned_strategy",
     "component_rows",
     "core_options",
     "cut_at_stop",
@@ -104,6 +114,7 @@ __all__ = [
     "resolve_generator",
     "resolve_scorer",
     "table_class",
+    "tuned_component",
     "unit_rows",
     "with_record",
 ]

@@ -80,6 +80,23 @@ class LazyModel(Generic[T]):
         """Whether the model is in memory (a given object always is)."""
         return self._loader is None
 
+    def add_check(self, check: Callable[[Any], Any]) -> None:
+        """Run ``check(model)`` once the model is in memory: now for a given or loaded model,
+        else right after loading (after any ``check`` given at construction). What ``check``
+        returns is ignored; it may warn or raise."""
+        with self._lock:
+            if self._loader is not None:
+                first = self._check
+
+                def both(value: Any) -> T:
+                    found: T = first(value) if first is not None else value
+                    check(found)
+                    return found
+
+                self._check = both
+                return
+        check(self._value)
+
     def get(self) -> T:
         """The model, loading it first if needed."""
         if self._loader is not None:

@@ -51,6 +51,7 @@ from rag_position.eval.quick import run_quick
 from rag_position.eval.report import EvalResult
 from rag_position.eval.strategies import EvalStrategy, available_strategies
 from rag_position.eval.swim import run_swim
+from rag_position.eval.tune import run_tune
 from rag_position.eval.voting import run_voting
 
 __all__ = [
@@ -71,5 +72,6 @@ __all__ = [
     "run_open_domain",
     "run_quick",
     "run_swim",
+    "run_tune",
     "run_voting",
 ]

@@ -21,6 +21,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rag_position.errors import RagPositionError
@@ -36,12 +37,25 @@ from rag_position.eval.quick import QUICK
 from rag_position.eval.report import EvalResult, acc_cell
 from rag_position.eval.swim import SWIM
 from rag_position.eval.task import TaskSpec
+from rag_position.eval.tune import TUNE
 from rag_position.eval.voting import VOTING
 from rag_position.models import find_backend, load_model
 
 SPECS: dict[str, TaskSpec] = {
     spec.name: spec
-    for spec in (QUICK, MULTIDOC, COMPARE, KV, GAUGE, OPEN_DOMAIN, SWIM, MULTIFACT, LENGTH, VOTING)
+    for spec in (
+        QUICK,
+        MULTIDOC,
+        COMPARE,
+        KV,
+        GAUGE,
+        OPEN_DOMAIN,
+        SWIM,
+        MULTIFACT,
+        LENGTH,
+        VOTING,
+        TUNE,
+    )
 }
 """Every task, by its ``rag-position eval`` name; the options come from its parameters."""
 TASKS = tuple(SPECS)
@@ -59,14 +73,46 @@ def add_eval_parser(commands: Any) -> None:
         spec.parser(tasks)
 
 
+def add_tune_parser(commands: Any) -> None:
+    """``rag-position tune``: ``eval tune`` under its own name (``--out FILE.json`` writes
+    the tuned file there, the run's predictions and report beside it in ``FILE-run/``)."""
+    TUNE.parser(commands)
+
+
+def tune_paths(args: argparse.Namespace) -> None:
+    """``--out tuned.json``: the tuned file is that file, the run folder ``tuned-run``.
+
+    Example:
+        >>> from pathlib import Path
+        >>> args = argparse.Namespace(out=Path("tuned.json"), tuned=None)
+        >>> tune_paths(args); args.out, args.tuned
+        (PosixPath('tuned-run'), PosixPath('tuned.json'))
+    """
+    out = getattr(args, "out", None)
+    if out is not None and Path(out).suffix == ".json":
+        if args.tuned is not None:
+            raise EvalConfigError(
+                f"--out {out} names the tuned file, and so does --tuned {args.tuned}: give one "
+                "(--out FILE.json, or --out FOLDER with --tuned FILE)"
+            )
+        args.tuned = Path(out)
+        args.out = Path(out).with_name(Path(out).stem + "-run")
+
+
 def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the task ``args.task``; print where the report is and the headline numbers."""
     command = "rag-position " + shlex.join(argv)
     start = time.perf_counter()
+    if args.command == "tune":
+        args.task = "tune"
     spec = SPECS[args.task]
     try:
         check_command_text(argv)
+        if spec is TUNE:
+            tune_paths(args)
         params = spec.from_cli(args)  # before the model loads
+        if spec is TUNE:
+            params["spec"] = args.model
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         result = spec.function(model, command=command, **params)

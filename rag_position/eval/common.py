@@ -72,15 +72,51 @@ class Decoding:
     max_new_tokens: int = 100
     temperature: float = 0.0
     seed: int = 0
+    stop: tuple[str, ...] = ()
+    """Strings an answer ends before: ``("\\n",)`` for a completion (base) model, whose
+    answer is its first line (:func:`answer_stop`); none for a chat model, which ends
+    its turn."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise EvalConfigError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
         if self.temperature < 0:
             raise EvalConfigError(f"temperature must be >= 0, got {self.temperature}")
+        object.__setattr__(self, "stop", tuple(self.stop))
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as recorded with each prediction (``stop`` only when set, so a
+        chat model's records read as before it existed)."""
+        settings = asdict(self)
+        if self.stop:
+            settings["stop"] = list(self.stop)
+        else:
+            del settings["stop"]
+        return settings
+
+    def describe(self) -> str:
+        """The decoding in a report's words."""
+        if self.temperature != 0:
+            return str(self.as_dict())
+        text = f"greedy, at most {self.max_new_tokens} new tokens"
+        if self.stop:
+            text += ", the answer ending at the first line break (a completion model)"
+        return text
+
+
+def answer_stop(model: Any) -> tuple[str, ...]:
+    """Where ``model``'s answers end: a completion (base) model, prompted without a chat
+    template, goes on writing after its answer (often another "Answer:"), so its answer
+    is its first line, as in the usual evaluation of base models on NQ-open; a chat
+    model ends its turn by itself.
+
+    Example:
+        >>> class Base:
+        ...     use_chat_template = False
+        >>> answer_stop(Base()), answer_stop(object())
+        (('\\n',), ())
+    """
+    return ("\n",) if getattr(model, "use_chat_template", True) is False else ()
 
 
 @dataclass(frozen=True)

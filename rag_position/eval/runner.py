@@ -192,6 +192,7 @@ class _Chunk:
                 max_new_tokens=self.decoding.max_new_tokens,
                 temperature=self.decoding.temperature,
                 seed=self.decoding.seed,
+                stop=list(self.decoding.stop) or None,
             )
             if len(texts) != len(to_generate):
                 raise RuntimeError(f"generate returned {len(texts)} outputs for {len(to_generate)}")

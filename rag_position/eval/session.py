@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
-from rag_position.eval.common import Decoding, check_out_folder
+from rag_position.eval.common import Decoding, answer_stop, check_out_folder
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
 from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
@@ -45,7 +45,7 @@ def open_context(
     return RunContext(
         model=model,
         store=PredictionStore(folder / PREDICTIONS_FILE),
-        decoding=Decoding(max_new_tokens=max_new_tokens, seed=seed),
+        decoding=Decoding(max_new_tokens=max_new_tokens, seed=seed, stop=answer_stop(model)),
         seed=seed,
         batch_size=batch_size or default_batch_size(model),
         concurrency=concurrency,
@@ -65,9 +65,7 @@ def finish(
     """Write the report of ``sections`` next to the run's prediction file."""
     base = {
         "model": ctx.label,
-        "decoding": f"greedy, at most {ctx.decoding.max_new_tokens} new tokens"
-        if ctx.decoding.temperature == 0
-        else str(ctx.decoding.as_dict()),
+        "decoding": ctx.decoding.describe(),
         "seed": ctx.seed,
         "batch size": ctx.batch_size,
         "concurrency": ctx.concurrency,

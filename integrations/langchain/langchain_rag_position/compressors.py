@@ -41,8 +41,9 @@ from langchain_rag_position._adapters import (
 from rag_position import _integration as core
 from rag_position._integration import EdgeOptions, ProfileOptions, ReorderOptions, ScorerOptions
 from rag_position.passages import Passage
-from rag_position.strategies import StrategySpec
+from rag_position.strategies import STRATEGIES, StrategySpec
 from rag_position.strategies.profiles import as_profile
+from rag_position.tuned import TunedLike
 
 
 class _Reorder(BaseDocumentCompressor, ReorderOptions):
@@ -242,11 +243,64 @@ def edge_order(component: Any, docs: list[Document]) -> core.Reordering:
     )
 
 
+class GivenOrder(TableReorder):
+    """The retriever's order, unchanged: the ``retriever`` row, which a tuned file may choose.
+
+    No model. Each document gets the record (``score`` ``None``, ``rank`` equal to
+    ``original_rank``, ``strategy`` ``"retriever"``), as the other compressors write it.
+    Made by :func:`from_tuned`.
+    """
+
+    row: ClassVar[StrategySpec] = STRATEGIES["retriever"]
+    strategy_name: ClassVar[str] = "retriever"
+
+
+_BY_NAME: dict[str, type[_Reorder]] = {
+    cls.__name__: cls
+    for cls in (
+        LikelihoodReorder,
+        ConvexScoreReorder,
+        PassageLikelihoodReorder,
+        SelectAndPlace,
+        ProfileReorder,
+        EdgeReorder,
+        GivenOrder,
+    )
+}
+
+
+def from_tuned(tuned: TunedLike, scorer: Any = None, **options: Any) -> BaseDocumentCompressor:
+    """The compressor a tuned file chose (``rag-position tune --out tuned.json``).
+
+    ``tuned``: the file's path (read and checked now: ``rag_position.read_tuned``'s
+    errors name the file and what is wrong) or a ``rag_position.TunedChoice``. The
+    compressor is the file's strategy's (``passage_likelihood`` ->
+    :class:`PassageLikelihoodReorder`, ``retriever`` -> :class:`GivenOrder`...) with the
+    file's options and profile; ``options`` add framework-side ones (``metadata_key``,
+    ``title_key``, ``scorer_kwargs``), and one the file sets to another value is an error.
+    ``scorer``: used when the strategy scores (else ignored); ``None`` loads the file's
+    own model spec (with its dtype) on first use. A scorer whose model has another name
+    than the file's gives a ``UserWarning`` naming both (at construction for a model
+    object, when loaded for a spec string other than the file's).
+
+    Example:
+        >>> reorder = from_tuned("tuned.json")
+        >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
+    """
+    plan = core.tuned_component(tuned, scorer=scorer, options=options)
+    made = _BY_NAME[plan.component](**plan.options)
+    if plan.watch and isinstance(made, _Scored) and made._scorer is not None:
+        made._scorer.add_check(plan.check_model)
+    return made
+
+
 __all__ = [
     "ConvexScoreReorder",
     "EdgeReorder",
+    "GivenOrder",
     "LikelihoodReorder",
     "PassageLikelihoodReorder",
     "ProfileReorder",
     "SelectAndPlace",
+    "from_tuned",
 ]

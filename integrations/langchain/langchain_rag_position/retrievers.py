@@ -14,8 +14,9 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_rag_position import compressors
 from langchain_rag_position._adapters import check_query
-from rag_position._integration import component_rows
+from rag_position._integration import check_tuned_strategy, component_rows
 from rag_position.strategies import STRATEGIES
+from rag_position.tuned import as_tuned
 
 COMPONENTS: dict[str, type[BaseDocumentCompressor]] = {
     name: getattr(compressors, row.component) for name, row in component_rows().items()
@@ -38,11 +39,21 @@ class PositionAwareRetriever(BaseRetriever):
     reordering; ``None`` keeps them all. The base retriever's results are never
     mutated: see the compressors for the metadata written.
 
+    ``tuned``: a tuned file (``rag-position tune --model SPEC --out tuned.json``; read and
+    checked at construction, the field then holds its ``rag_position.TunedChoice``) sets
+    the strategy, its options and its profile (see ``compressors.from_tuned``); a
+    ``strategy`` other than the file's is an error, ``strategy_options`` may add
+    framework-side options (``metadata_key``, ``title_key``), and ``scorer`` (default: the
+    file's own model spec, loaded with its dtype on first use) is used only when the
+    file's strategy scores. A scorer whose model has another name than the file's gives
+    a ``UserWarning`` naming both.
+
     Example:
         >>> retriever = PositionAwareRetriever(
         ...     retriever=store.as_retriever(search_kwargs={"k": 10}),
         ...     strategy="convex_score", scorer="embedded", k=5)
         >>> docs = retriever.invoke("Who wrote Hamlet?")
+        >>> tuned = PositionAwareRetriever(retriever=base, tuned="tuned.json", k=5)
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -56,13 +67,39 @@ class PositionAwareRetriever(BaseRetriever):
         default_factory=dict, description="Other options of the named strategy's compressor."
     )
     k: int | None = Field(default=None, ge=1, description="How many retrieved documents to keep.")
+    tuned: Any = Field(
+        default=None,
+        description=(
+            "A tuned file's path (rag-position tune --out) or its TunedChoice: sets the "
+            "strategy, its options and profile."
+        ),
+    )
 
     _reorderer: BaseDocumentCompressor | BaseDocumentTransformer = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        if data.get("tuned") is not None:  # read now: read_tuned's own error, not wrapped
+            data["tuned"] = as_tuned(data["tuned"])
+        super().__init__(**data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_tuned(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("tuned") is not None:
+            data = {**data, "tuned": as_tuned(data["tuned"])}
+        return data
 
     @model_validator(mode="after")
     def _build(self) -> PositionAwareRetriever:
         strategy = self.strategy
-        if isinstance(strategy, str):
+        if self.tuned is not None:
+            check_tuned_strategy(
+                self.tuned, strategy if "strategy" in self.model_fields_set else None
+            )
+            self._reorderer = compressors.from_tuned(
+                self.tuned, self.scorer, **self.strategy_options
+            )
+        elif isinstance(strategy, str):
             if strategy not in COMPONENTS:
                 raise ValueError(
                     f"unknown strategy {strategy!r}; known: {', '.join(sorted(COMPONENTS))} "

@@ -10,7 +10,8 @@ engines run the generation-side strategies (:class:`QuerySandwichQueryEngine`,
 :class:`ReciteThenSolveQueryEngine`, :class:`FactQueryEngine`,
 :class:`MedoidVotingQueryEngine`). :class:`RagPositionLLM` and
 :class:`RagPositionEmbedding` put rag-position's own (embedded, offline) models into
-any LlamaIndex pipeline.
+any LlamaIndex pipeline. :func:`from_tuned` builds the postprocessor a tuned file chose
+(``rag-position tune``), as ``PositionAwareRetriever(tuned=...)`` does.
 
 Example:
     >>> from llama_index.postprocessor.rag_position import ConvexScoreReorder
@@ -35,6 +36,7 @@ from llama_index.postprocessor.rag_position.base import (
     PassageLikelihoodReorder,
     ProfileReorder,
     SelectAndPlace,
+    from_tuned,
 )
 from llama_index.postprocessor.rag_position.query_engines import (
     FactQueryEngine,
@@ -65,6 +67,7 @@ __all__ = [
     "RagPositionLLM",
     "ReciteThenSolveQueryEngine",
     "SelectAndPlace",
+    "from_tuned",
     "openai_scorer",
     "resolve_embedder",
     "resolve_generator",

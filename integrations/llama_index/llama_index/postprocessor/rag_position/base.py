@@ -40,8 +40,9 @@ from rag_position._integration import (
 )
 from rag_position.models import Scorer
 from rag_position.passages import Passage
-from rag_position.strategies import PositionProfile, StrategySpec
+from rag_position.strategies import STRATEGIES, PositionProfile, StrategySpec
 from rag_position.strategies.profiles import as_profile
+from rag_position.tuned import TunedLike
 
 
 class _RagPositionReorder(BaseNodePostprocessor, ReorderOptions):
@@ -318,3 +319,54 @@ def _refuse_nan_scores(nodes: list[NodeWithScore]) -> None:
 def _metadata_scores(nodes: list[NodeWithScore], key: str) -> list[float | None]:
     scores: list[float | None] = core.read_scores([n.node.metadata for n in nodes], key, "nodes")
     return scores
+
+
+class GivenOrder(TableReorder):
+    """The retriever's order, unchanged: the ``retriever`` row, which a tuned file may choose.
+
+    No model. Each node gets the record (``score`` ``None``, ``rank`` equal to
+    ``original_rank``, ``strategy`` ``"retriever"``), as the other postprocessors write it.
+    Made by :func:`from_tuned`.
+    """
+
+    row: ClassVar[StrategySpec] = STRATEGIES["retriever"]
+    strategy_name: ClassVar[str] = "retriever"
+
+
+_BY_NAME: dict[str, type[_RagPositionReorder]] = {
+    cls.__name__: cls
+    for cls in (
+        LikelihoodReorder,
+        ConvexScoreReorder,
+        PassageLikelihoodReorder,
+        SelectAndPlace,
+        ProfileReorder,
+        EdgeReorder,
+        GivenOrder,
+    )
+}
+
+
+def from_tuned(tuned: TunedLike, scorer: Any = None, **options: Any) -> BaseNodePostprocessor:
+    """The postprocessor a tuned file chose (``rag-position tune --out tuned.json``).
+
+    ``tuned``: the file's path (read and checked now: ``rag_position.read_tuned``'s
+    errors name the file and what is wrong) or a ``rag_position.TunedChoice``. The
+    postprocessor is the file's strategy's (``passage_likelihood`` ->
+    :class:`PassageLikelihoodReorder`, ``retriever`` -> :class:`GivenOrder`...) with the
+    file's options and profile; ``options`` add framework-side ones (``metadata_key``,
+    ``title_key``, ``replace_score``, ``scorer_kwargs``), and one the file sets to another
+    value is an error. ``scorer``: used when the strategy scores (else ignored); ``None``
+    loads the file's own model spec (with its dtype) on first use. A scorer whose model
+    has another name than the file's gives a ``UserWarning`` naming both (at construction
+    for a model object, when loaded for a spec string other than the file's).
+
+    Example:
+        >>> reorder = from_tuned("tuned.json")
+        >>> engine = index.as_query_engine(node_postprocessors=[reorder])
+    """
+    plan = core.tuned_component(tuned, scorer=scorer, options=options)
+    made = _BY_NAME[plan.component](**plan.options)
+    if plan.watch and isinstance(made, _ScoringReorder) and made._scorer is not None:
+        made._scorer.add_check(plan.check_model)
+    return made

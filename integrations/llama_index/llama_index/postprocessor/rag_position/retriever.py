@@ -11,8 +11,9 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position import base
 
-from rag_position._integration import component_rows
+from rag_position._integration import check_tuned_strategy, component_rows
 from rag_position.strategies import STRATEGIES
+from rag_position.tuned import TunedLike, as_tuned
 
 COMPONENTS: Mapping[str, type[BaseNodePostprocessor]] = {
     name: getattr(base, row.component) for name, row in component_rows().items()
@@ -28,22 +29,32 @@ class PositionAwareRetriever(BaseRetriever):
     ``strategy``: one of our postprocessors (or any ``BaseNodePostprocessor``), or a
     name from :data:`COMPONENTS` (any row of the strategy table with a component; a name
     that fixes options, such as a ``_profile`` variant, needs ``profile=``) built with
-    ``**options`` (e.g.
-    ``scorer=``, ``profile=``). The query goes to the strategy, so likelihood-based ones score the
-    real question. ``aretrieve`` awaits the wrapped retriever and the strategy's async
-    path.
+    ``**options`` (e.g. ``scorer=``, ``profile=``); ``"edge"`` when neither it nor
+    ``tuned`` is given. The query goes to the strategy, so likelihood-based ones score
+    the real question. ``aretrieve`` awaits the wrapped retriever and the strategy's
+    async path.
+
+    ``tuned``: a tuned file (``rag-position tune --model SPEC --out tuned.json``, read and
+    checked now) or its ``rag_position.TunedChoice`` sets the strategy, its options and its
+    profile (see ``base.from_tuned``); a ``strategy`` other than the file's is an error,
+    ``**options`` may add framework-side ones (``metadata_key``, ``title_key``,
+    ``replace_score``), and ``scorer=`` (default: the file's own model spec, loaded with its
+    dtype on first use) is used only when the file's strategy scores. A scorer whose
+    model has another name than the file's gives a ``UserWarning`` naming both.
 
     Example:
         >>> retriever = PositionAwareRetriever(
         ...     index.as_retriever(similarity_top_k=5), "convex_score", scorer="embedded")
         >>> nodes = retriever.retrieve("Who wrote Hamlet?")       # gold candidate first
+        >>> tuned = PositionAwareRetriever(index.as_retriever(), tuned="tuned.json")
     """
 
     def __init__(
         self,
         retriever: BaseRetriever,
-        strategy: str | BaseNodePostprocessor = "edge",
+        strategy: str | BaseNodePostprocessor | None = None,
         *,
+        tuned: TunedLike | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **options: Any,
@@ -53,7 +64,12 @@ class PositionAwareRetriever(BaseRetriever):
                 f"PositionAwareRetriever wraps a LlamaIndex BaseRetriever, got "
                 f"{type(retriever).__name__}"
             )
-        if isinstance(strategy, str):
+        self.tuned = None if tuned is None else as_tuned(tuned)
+        if self.tuned is not None:
+            check_tuned_strategy(self.tuned, strategy)
+            postprocessor = base.from_tuned(self.tuned, **options)
+        elif strategy is None or isinstance(strategy, str):
+            strategy = "edge" if strategy is None else strategy
             if strategy not in COMPONENTS:
                 raise ValueError(
                     f"unknown strategy {strategy!r}; known: {', '.join(sorted(COMPONENTS))}"

@@ -1,0 +1,140 @@
+"""A tuned file (:mod:`rag_position.tuned`) as a framework component's construction.
+
+Both integrations build the component a tuned file chose the same way:
+:func:`tuned_component` says which component (by class name; :data:`GIVEN_ORDER` for the
+``retriever`` row, the given order) with which keyword arguments (the file's options and
+profile, the caller's framework-side options, the scorer), and whether the scorer in use
+must be compared with the file's model once it is loaded (:meth:`TunedComponent.check_model`,
+a ``UserWarning`` naming both). Nothing here imports LangChain or LlamaIndex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_position.strategies import STRATEGIES, StrategySpec, sandwich
+from rag_position.tuned import (
+    TunedChoice,
+    TunedLike,
+    as_tuned,
+    load_kwargs,
+    profile_applies,
+    warn_if_other_model,
+)
+
+GIVEN_ORDER = "GivenOrder"
+"""The class name of the component for the ``retriever`` row (the given order, recorded)."""
+
+_PROFILE_OWN = frozenset({"relevance", "profile"})
+"""The ``profile`` row's own options; the rest are ConvexScore's (``convex_options``)."""
+
+
+@dataclass(frozen=True)
+class TunedComponent:
+    """What to build for a tuned file: ``component`` (a class name of the integration's
+    reordering components, or :data:`GIVEN_ORDER`) with ``options``; ``watch``: compare
+    the scorer with the file's model once it is loaded (a scorer given as the file's own
+    spec, or none, is not compared)."""
+
+    choice: TunedChoice
+    component: str
+    options: dict[str, Any] = field(default_factory=dict)
+    watch: bool = False
+
+    def check_model(self, model: Any) -> None:
+        """A ``UserWarning`` when ``model``'s name is not the file's ``model``."""
+        warn_if_other_model(self.choice, model, stacklevel=4)
+
+
+def check_tuned_strategy(choice: TunedChoice, strategy: Any) -> None:
+    """``ValueError`` when a ``strategy`` given beside ``tuned=`` is not the file's."""
+    if strategy is None or strategy == choice.strategy:
+        return
+    given = repr(strategy) if isinstance(strategy, str) else f"a {type(strategy).__name__}"
+    raise ValueError(
+        f"`tuned` sets the strategy ({choice.strategy!r}, from the tuned file for "
+        f"{choice.model!r}), and `strategy` is {given}: leave one of them out"
+    )
+
+
+def _component_of(row: StrategySpec) -> str:
+    if row.answers or row.sandwich or row.function is sandwich:
+        what = "answers the question" if row.answers else "rewrites the prompt (query sandwich)"
+        raise ValueError(
+            f"the tuned strategy {row.name!r} {what}, which a reordering component cannot "
+            "do; run it with rag_position.load_tuned(...), or tune for reordering strategies"
+        )
+    if row.name == "retriever":
+        return GIVEN_ORDER
+    if row.component:
+        return row.component
+    for owner in STRATEGIES.values():  # convex_score_profile: ConvexScoreReorder
+        if owner.function is row.function and owner.component and not owner.fixed:
+            return owner.component
+    raise ValueError(f"the tuned strategy {row.name!r} has no reordering component")
+
+
+def _file_options(choice: TunedChoice) -> dict[str, Any]:
+    """The file's options as the component's keyword arguments."""
+    row = choice.row
+    options = dict(choice.options)
+    if row.name == "profile":  # ProfileReorder: relevance, profile, convex_options
+        own = {k: v for k, v in options.items() if k in _PROFILE_OWN}
+        convex = {k: v for k, v in options.items() if k not in _PROFILE_OWN}
+        if own.get("relevance", "passage_likelihood") != "convex_score":
+            convex.pop("seed", None)  # unused by the other relevances
+        options = {**own, **({"convex_options": convex} if convex else {})}
+    else:
+        options.update(row.fixed)
+    if choice.profile is not None and profile_applies(row, choice.options):
+        options["profile"] = choice.profile
+    return options
+
+
+def tuned_component(
+    tuned: TunedLike, *, scorer: Any = None, options: Mapping[str, Any] | None = None
+) -> TunedComponent:
+    """The component a tuned file chose, with its keyword arguments.
+
+    ``options``: the caller's, merged with the file's; one the file sets to another value
+    is a ``ValueError`` naming both. ``scorer``: used where the row scores (else ignored,
+    with any ``scorer_kwargs``); ``None`` is the file's own spec, loaded with the file's
+    ``dtype`` on first use.
+    """
+    choice = as_tuned(tuned)
+    row = choice.row
+    component = _component_of(row)
+    made = _file_options(choice)
+    given = dict(options or {})
+    scores = "scorer" in {*row.needs, *row.uses}
+    if not scores:
+        given.pop("scorer_kwargs", None)
+    conflicts = sorted(k for k in given if k in made and not _same(given[k], made[k]))
+    if conflicts:
+        raise ValueError(
+            "the tuned file sets "
+            + ", ".join(f"{k}={made[k]!r} (given {given[k]!r})" for k in conflicts)
+            + ": leave them out, or leave out `tuned`"
+        )
+    made.update(given)
+    watch = False
+    if scores:
+        if scorer is None:
+            made["scorer"] = choice.spec
+            if "scorer_kwargs" not in given:
+                kwargs = load_kwargs(choice)
+                if kwargs:
+                    made["scorer_kwargs"] = kwargs
+        else:
+            made["scorer"] = scorer
+            watch = not (isinstance(scorer, str) and scorer == choice.spec)
+    return TunedComponent(choice, component, made, watch)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an object without a usable ==
+        return a is b

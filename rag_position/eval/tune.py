@@ -1,0 +1,400 @@
+"""``rag-position tune``: measure, choose and write the ordering for one model.
+
+The loop the eval leaves open (run ``eval compare``, read a report, pick a strategy,
+copy a profile path into a pipeline) closed in one command. On a slice of dev
+questions the reported figures never use (by default the 60 after the first 200,
+which ``eval compare --questions 200`` and the README's tables use), ``tune``:
+
+1. measures the model's position profile: the gold passage at the first, middle and
+   last of ``docs`` positions (accuracy by position, :func:`eval_profile`);
+2. runs the candidate strategies (:data:`TUNE_STRATEGIES`: the ordering and selection
+   rows, the retriever's order among them) with the gold passage at a seeded random
+   position, each paired question by question with the retriever's order;
+3. chooses: the most accurate candidate whose mean tokens per question are within the
+   budget (``max_tokens``, default :data:`BUDGET_FACTOR` times the retriever order's);
+   among candidates within ``tie`` points of it, the cheapest;
+4. writes the tuned file (:class:`rag_position.tuned.TunedChoice`): the model, the
+   profile, the chosen strategy and its options, the evidence table with 95% intervals,
+   and the command, ready for :func:`rag_position.load_tuned` and both frameworks'
+   ``tuned=``.
+
+Like every eval task it shows a progress bar, resumes an interrupted run from its
+folder (predictions are stored as they come) and takes ``--shard``: the shares' folders
+are merged, then a last unsharded run over the merged folder computes nothing new and
+writes the file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rag_position.eval.common import EvalConfigError, check_questions
+from rag_position.eval.compare import PROFILE_ROWS, compare_section
+from rag_position.eval.datasets import load_multidoc
+from rag_position.eval.multidoc import eval_profile, multidoc_section
+from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num
+from rag_position.eval.strategies import split_variant
+from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, docs_param, names
+from rag_position.strategies import STRATEGIES
+from rag_position.strategies.profiles import as_profile
+
+TUNE_QUESTIONS = 60
+"""Dev questions ``tune`` measures on by default."""
+TUNE_SKIP = 200
+"""Dev questions ``tune`` leaves out first: those the reported 200-question figures use,
+so that a tuned choice can be checked on questions it never saw."""
+TUNE_STRATEGIES = (
+    "retriever",
+    "edge",
+    "passage_likelihood",
+    "passage_likelihood:placement=last",
+    "passage_likelihood_profile",
+    "select_and_place",
+    "select_and_place_profile",
+)
+"""The candidates: the retriever's order, the frameworks' edge placement, passage
+likelihood placed first, last and by the profile, and select-and-place (best last, and
+by the profile). ConvexScore and likelihood selection cost 3.5 to 4.5 times the tokens
+(docs/measurements.md) and lost there; name them with ``--strategies`` to include them."""
+BUDGET_FACTOR = 3.0
+"""Default token budget: this many times the retriever order's tokens per question."""
+TIE_POINTS = 2.0
+"""Candidates within this many accuracy points of the best count as tied; the cheapest wins."""
+TUNE_DOCS_POSITIONS = 3
+"""The profile's measured positions: first, middle, last."""
+
+
+TUNE = TaskSpec(
+    "tune",
+    "measure this model's profile and strategies; write the tuned file",
+    (
+        docs_param(),
+        Param(
+            "strategies",
+            None,
+            "candidates, comma-separated (default: the ordering and selection rows)",
+            "--strategies",
+            {},
+            names,
+        ),
+        Param(
+            "skip",
+            None,
+            "questions left out first (default: 200 of the dev file, those the reported "
+            "figures use; 0 of a --data file)",
+            "--skip",
+            {"type": int},
+        ),
+        Param(
+            "max_tokens",
+            None,
+            "token budget per question (default: 3x the retriever order's)",
+            "--max-tokens",
+            {"type": float},
+        ),
+        Param(
+            "tie",
+            TIE_POINTS,
+            "accuracy points within which the cheaper candidate wins",
+            "--tie",
+            {"type": float},
+        ),
+        Param(
+            "tuned",
+            None,
+            "the tuned file to write (default: <out>/tuned.json)",
+            "--tuned",
+            {"type": Path},
+            recorded=False,
+        ),
+        Param(
+            "profile",
+            None,
+            "position profile JSON (default: measured here; needed with --shard)",
+            "--profile",
+            {"type": Path},
+        ),
+        Param("spec", None, recorded=False),
+        EMBEDDER,
+    ),
+    defaults={"questions": TUNE_QUESTIONS},
+    cli_questions=None,
+)
+
+
+@TUNE.task
+def run_tune(run: TaskRun) -> EvalResult:
+    """Measure and choose on ``questions`` dev questions after the first ``skip``; write
+    the tuned file (``tuned``, default ``<out>/tuned.json``) and the report.
+
+    Parameters (:data:`TUNE`): ``strategies`` (default :data:`TUNE_STRATEGIES`),
+    ``docs=10``, ``skip=200``, ``max_tokens`` (default :data:`BUDGET_FACTOR` times the
+    retriever order's tokens), ``tie=2.0``, ``tuned``, ``spec`` (the ``load_model``
+    spec the file records, default the model's name), ``embedder``, and the common ones
+    (``questions`` defaults to :data:`TUNE_QUESTIONS`).
+
+    Example::
+
+        result = run_tune(load_model("embedded"), spec="embedded", out="runs/tune")
+        choice = read_tuned("runs/tune/tuned.json")
+        choice.strategy, choice.options
+    """
+    questions, k = run["questions"], run["docs"]
+    skip = run["skip"] if run["skip"] is not None else (TUNE_SKIP if run["data"] is None else 0)
+    if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+        raise EvalConfigError(f"--skip must be an integer >= 0, got {skip!r}")
+    run.values["skip"] = skip  # recorded as resolved
+    check_questions(questions)
+    if not (run["tie"] >= 0 and math.isfinite(run["tie"])):
+        raise EvalConfigError(f"--tie must be a number >= 0, got {run['tie']!r}")
+    budget = run["max_tokens"]
+    if budget is not None and not (budget > 0 and math.isfinite(budget)):
+        raise EvalConfigError(f"--max-tokens must be a number > 0, got {budget!r}")
+    candidates = check_candidates(run["strategies"])
+    given = None if run["profile"] is None else as_profile(run["profile"])
+    if run["shard"] is not None and given is None:
+        raise EvalConfigError(
+            "--shard with tune needs --profile: the profile strategies place passages by the "
+            "profile of the whole slice, which one share would measure on its own questions; "
+            "measure it first (eval multidoc --positions 0,4,9 --no-baselines on the same "
+            "questions, sharded and merged) or run tune unsharded"
+        )
+    ctx = run.ctx
+    wanted = None if questions is None else skip + questions
+    full = load_multidoc(run["data"], docs=k, questions=wanted, embedder=run["embedder"])
+    if len(full.instances) <= skip:
+        raise EvalConfigError(
+            f"--skip {skip}: the data holds {len(full.instances)} questions, none left to tune "
+            "on; lower --skip"
+        )
+    dataset = replace(full, instances=full.instances[skip:])
+    sections: list[Section] = []
+    if given is None:
+        positions = sorted({0, k // 2, k - 1})
+        sweep = multidoc_section(ctx, dataset, positions=positions, baselines=False)
+        sections.append(sweep)
+        profile = eval_profile(sweep.rows, k, ctx.label)
+        rows, options_of = sweep.rows, None
+    else:
+        profile, rows = given, None
+        options_of = {name: {"profile": given} for name in PROFILE_ROWS}
+    compared = compare_section(
+        ctx, dataset, strategies=candidates, sweep_rows=rows, gold=("random",),
+        strategy_options=options_of,
+    )  # fmt: skip
+    chosen, evidence, notes = choose(compared.rows, budget=budget, tie=run["tie"])
+    base, options = split_variant(chosen)
+    options.pop("profile", None)
+    folder = ctx.store.path.parent
+    tuned_path = Path(run["tuned"]) if run["tuned"] is not None else folder / "tuned.json"
+    section = _choice_section(chosen, evidence, notes, tuned_path)
+    result = run.finish(
+        [*sections, compared, section],
+        title=f"Tuned for {ctx.label}",
+        settings={"questions": f"{len(dataset.instances)} questions after the first {skip}"},
+    )
+    if run.values["shard"] is None:
+        from rag_position.tuned import TunedChoice
+
+        first = dataset.instances[0].id if dataset.instances else None
+        TunedChoice(
+            model=getattr(run.model, "name", ctx.label),
+            spec=run["spec"] or spec_of(run.model),
+            dtype=_dtype(run.model),
+            strategy=base,
+            options=options,
+            profile=profile,
+            evidence=tuple(evidence),
+            questions={
+                "data": Path(dataset.path).name,
+                "first": skip,
+                "n": len(dataset.instances),
+                "first_id": first,
+            },
+            command=run["command"] or TUNE.call(ctx.label, run.values),
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        ).write(tuned_path)
+    return result
+
+
+def check_candidates(strategies: Sequence[str] | None) -> list[str]:
+    """The candidates (default :data:`TUNE_STRATEGIES`), the retriever's order first:
+    rows of the strategy table with a framework component, which order or select
+    passages (not those that answer by themselves, nor the query-aware prompts, which a
+    retriever or postprocessor cannot pass on).
+
+    Example:
+        >>> check_candidates(["edge", "passage_likelihood:placement=last"])
+        ['retriever', 'edge', 'passage_likelihood:placement=last']
+        >>> check_candidates(["recite"])
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --strategies: recite: not an ordering; tune chooses what a retriever or postprocessor returns (not rows that answer, nor query-aware prompts)
+    """  # noqa: E501
+    candidates = list(strategies or TUNE_STRATEGIES)
+    for name in candidates:
+        base = split_variant(name)[0]
+        row = STRATEGIES.get(base)
+        if row is None:
+            raise EvalConfigError(
+                f"--strategies: unknown {base!r}; candidates are rows of the strategy table: "
+                f"{', '.join(n for n, r in STRATEGIES.items() if r.component and not r.answers)}"
+            )
+        if row.answers or not (row.component or base == "retriever"):
+            raise EvalConfigError(
+                f"--strategies: {name}: not an ordering; tune chooses what a retriever or "
+                "postprocessor returns (not rows that answer, nor query-aware prompts)"
+            )
+    if "retriever" in candidates:
+        candidates.remove("retriever")
+    return ["retriever", *candidates]  # the reference every candidate is paired with
+
+
+def choose(
+    rows: Sequence[Mapping[str, Any]], *, budget: float | None, tie: float
+) -> tuple[str, list[dict[str, Any]], list[str]]:
+    """The chosen candidate, the evidence table (one dict per candidate) and notes.
+
+    The most accurate candidate within the budget; among those within ``tie`` accuracy
+    points of it, the one with the fewest tokens per question (then the more accurate,
+    then the earlier listed).
+
+    Example:
+        >>> rows = [
+        ...     {"strategy": "retriever", "n": 60, "accuracy": 0.20, "ci_low": 0.1,
+        ...      "ci_high": 0.3, "prompt_tokens": 1000.0, "generated_tokens": 10.0},
+        ...     {"strategy": "a", "n": 60, "accuracy": 0.40, "ci_low": 0.3, "ci_high": 0.5,
+        ...      "prompt_tokens": 1500.0, "generated_tokens": 10.0, "wins": 14, "losses": 2,
+        ...      "sign_p": 0.004},
+        ...     {"strategy": "b", "n": 60, "accuracy": 0.39, "ci_low": 0.3, "ci_high": 0.5,
+        ...      "prompt_tokens": 1100.0, "generated_tokens": 10.0, "wins": 13, "losses": 2,
+        ...      "sign_p": 0.007},
+        ...     {"strategy": "c", "n": 60, "accuracy": 0.60, "ci_low": 0.5, "ci_high": 0.7,
+        ...      "prompt_tokens": 9000.0, "generated_tokens": 10.0}]
+        >>> chosen, evidence, notes = choose(rows, budget=None, tie=2.0)
+        >>> chosen, [e["eligible"] for e in evidence]
+        ('b', [True, True, True, False])
+    """
+    if not rows:
+        raise EvalConfigError("tune: no candidate was measured")
+    reference = next((r for r in rows if r["strategy"] == "retriever"), rows[0])
+    limit = budget if budget is not None else BUDGET_FACTOR * _tokens(reference)
+    notes: list[str] = []
+    evidence = []
+    for r in rows:
+        evidence.append(
+            {
+                "strategy": r["strategy"],
+                "n": int(r["n"]),
+                "accuracy": round(100 * float(r["accuracy"]), 2),
+                "low": round(100 * float(r["ci_low"]), 2),
+                "high": round(100 * float(r["ci_high"]), 2),
+                "wins": r.get("wins"),
+                "losses": r.get("losses"),
+                "p_value": r.get("sign_p"),
+                "tokens_per_question": round(_tokens(r), 1),
+                "eligible": _tokens(r) <= limit,
+            }
+        )
+    eligible = [e for e in evidence if e["eligible"]] or [evidence[0]]
+    best = max(e["accuracy"] for e in eligible)
+    tied = [e for e in eligible if best - e["accuracy"] <= tie]
+    order = {e["strategy"]: i for i, e in enumerate(evidence)}
+    pick = min(tied, key=lambda e: (e["tokens_per_question"], -e["accuracy"], order[e["strategy"]]))
+    over = [e["strategy"] for e in evidence if not e["eligible"]]
+    notes.append(
+        f"budget: {limit:.0f} tokens a question"
+        + ("" if budget is not None else f" ({BUDGET_FACTOR:g}x the retriever order's)")
+        + (f"; over it, not chosen: {', '.join(over)}" if over else "")
+    )
+    if len(tied) > 1:
+        notes.append(
+            f"within {tie:g} points of the best ({best:.1f}): "
+            f"{', '.join(e['strategy'] for e in tied)}; the cheapest is chosen"
+        )
+    return str(pick["strategy"]), evidence, notes
+
+
+def _tokens(row: Mapping[str, Any]) -> float:
+    return float(row.get("prompt_tokens") or 0.0) + float(row.get("generated_tokens") or 0.0)
+
+
+_CELL = {"accuracy": "accuracy", "ci_low": "low", "ci_high": "high"}
+
+
+def _row(e: Mapping[str, Any]) -> dict[str, Any]:
+    """An evidence entry as a summary row (accuracy as a fraction, like every row)."""
+    return {"n": e["n"], **{k: e[f] / 100 for k, f in _CELL.items()}}
+
+
+def _choice_section(
+    chosen: str, evidence: Sequence[Mapping[str, Any]], notes: list[str], path: Path
+) -> Section:
+    pick = next(e for e in evidence if e["strategy"] == chosen)
+    cells = [
+        [
+            ("**" + e["strategy"] + "**") if e["strategy"] == chosen else e["strategy"],
+            str(e["n"]),
+            acc_cell(
+                {
+                    "accuracy": e["accuracy"] / 100,
+                    "ci_low": e["low"] / 100,
+                    "ci_high": e["high"] / 100,
+                }
+            ),
+            "--" if e["wins"] is None else f"{e['wins']}/{e['losses']}",
+            num(e["tokens_per_question"], 0),
+            "yes" if e["eligible"] else "no",
+        ]
+        for e in evidence
+    ]
+    return Section(
+        title="The choice",
+        task="tune",
+        rows=[{**_row(pick), "strategy": chosen, "setting": "chosen", "tuned": str(path)}],
+        tables=[
+            Table(
+                "Candidates, gold at a random position: accuracy (%) [95% CI], paired with "
+                "the retriever order, tokens per question",
+                ["strategy", "n", "accuracy", "won/lost vs retriever", "tokens", "within budget"],
+                cells,
+            )
+        ],
+        notes=[f"chosen: {chosen}; written to {path}", *notes],
+        settings={"chosen": chosen},
+    )
+
+
+def _dtype(model: Any) -> str | None:
+    dtype = getattr(model, "dtype", None)
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def spec_of(model: Any) -> str:
+    """The ``load_model`` spec that loads ``model`` again, for the tuned file (a run from
+    the CLI records the ``--model`` given instead).
+
+    Example:
+        >>> class Local:
+        ...     name = "embedded:gemma-3-270m"
+        >>> spec_of(Local())
+        'embedded:gemma3-270m'
+    """
+    from rag_position.models.loading import openai_spec
+
+    name = str(getattr(model, "name", ""))
+    known = {
+        "embedded:SmolLM2-135M-Instruct": "embedded",
+        "embedded:gemma-3-270m": "embedded:gemma3-270m",
+    }
+    if name in known:
+        return known[name]
+    base_url = getattr(model, "base_url", None)
+    if isinstance(base_url, str):
+        return openai_spec(base_url.rstrip("/"), name or None)
+    return name if name.startswith(("hf:", "openai:")) else f"hf:{name}"

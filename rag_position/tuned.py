@@ -1,0 +1,608 @@
+"""Tuned for your model: the strategy ``rag-position tune`` chose, as a file, and its use.
+
+``rag-position tune --model SPEC --out tuned.json`` measures the strategies on a model
+and writes the winner as a *tuned file* (:class:`TunedChoice`, JSON, version 1)::
+
+    {"format": "rag-position/tuned", "version": 1,
+     "model": "embedded:SmolLM2-135M-Instruct",      # the loaded model's name
+     "spec": "embedded",                              # the load_model spec measured
+     "dtype": "bfloat16",                             # "float16", "float32", or null
+     "strategy": "passage_likelihood",                # a row of STRATEGIES
+     "options": {"placement": "last"},                # the row's options (no profile)
+     "profile": null,                                 # PositionProfile.to_dict() or null
+     "evidence": [{"strategy": ..., "n": ..., "accuracy": ..., "low": ..., "high": ...,
+                   "wins": ..., "losses": ..., "p_value": ..., "tokens_per_question": ...}],
+     "questions": {"data": ..., "first": ..., "n": ...},
+     "command": "rag-position tune ...", "created": "2026-05-09T07:35:25+00:00",
+     "rag_position": "0.1.0"}
+
+:func:`read_tuned` reads and checks one (every error names the file and what is wrong);
+:func:`load_tuned` turns one into a reorderer, ``reorderer(question, passages)``, that
+runs the chosen row of :data:`~rag_position.strategies.STRATEGIES` with the file's
+options and profile. Both framework integrations take the same file
+(``PositionAwareRetriever(tuned="tuned.json")``, ``from_tuned("tuned.json")``).
+
+Example::
+
+    from rag_position import load_tuned
+
+    reorder = load_tuned("tuned.json")        # the file's model loads on first use
+    result = reorder("Who wrote Hamlet?", passages)
+    result.passages, reorder.choice.strategy
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import ValidationError
+
+from rag_position.errors import DataFormatError
+from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
+from rag_position.strategies.profiles import PositionProfile
+
+__all__ = ["FORMAT", "VERSION", "TunedChoice", "TunedReorderer", "load_tuned", "read_tuned"]
+
+FORMAT = "rag-position/tuned"
+"""The ``"format"`` of every tuned file."""
+
+VERSION = 1
+"""The tuned-file version this library reads and writes."""
+
+DTYPES = ("bfloat16", "float16", "float32")
+"""The ``"dtype"`` values a tuned file may name (or ``null``: the backend's own)."""
+
+_KEYS = (
+    "format", "version", "model", "spec", "dtype", "strategy", "options", "profile",
+    "evidence", "questions", "command", "created", "rag_position",
+)  # fmt: skip
+_EVIDENCE: Mapping[str, tuple[type, ...]] = {
+    "strategy": (str,),
+    "n": (int,),
+    "accuracy": (int, float),
+    "low": (int, float),
+    "high": (int, float),
+    "wins": (int, type(None)),
+    "losses": (int, type(None)),
+    "p_value": (int, float, type(None)),
+    "tokens_per_question": (int, float),
+}
+_QUESTIONS: Mapping[str, type] = {"data": str, "first": int, "n": int}
+
+
+def _package_version() -> str:
+    from rag_position import __version__
+
+    return __version__
+
+
+def accepted_options(row: StrategySpec) -> frozenset[str]:
+    """The options a tuned file may give ``row`` (its components' options, less ``profile``,
+    which has its own key; ``chat`` where the row answers with the query sandwich)."""
+    found = set(row.option_model.model_fields) - {"profile"}
+    if row.sandwich:
+        found.add("chat")
+    return frozenset(found)
+
+
+def takes_profile(row: StrategySpec) -> bool:
+    """Whether ``row`` takes a ``profile=`` option."""
+    return "profile" in row.option_model.model_fields
+
+
+def profile_applies(row: StrategySpec, options: Mapping[str, Any]) -> bool:
+    """Whether ``row`` with ``options`` places by a profile (it then receives the file's
+    ``profile`` as ``profile=``): it requires one, or its placement is ``"profile"``."""
+    if not takes_profile(row):
+        return False
+    if "profile" in row.requires:
+        return True
+    placement = options.get("placement", row.fixed.get("placement", row.defaults.get("placement")))
+    return bool(placement == "profile")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_options(row: StrategySpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked against the row's option model; the values as it reads them."""
+    if not all(isinstance(k, str) for k in options):
+        raise ValueError("`options` must have string keys")
+    accepted = accepted_options(row)
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        fixed = [k for k in unknown if k in row.fixed]
+        sets = (
+            f" (the strategy sets {', '.join(f'{k}={row.fixed[k]!r}' for k in fixed)} itself)"
+            if fixed
+            else ""
+        )
+        profile = " (the profile has its own key, `profile`)" if "profile" in unknown else ""
+        raise ValueError(
+            f"strategy {row.name!r} takes no option {', '.join(map(repr, unknown))}{sets}"
+            f"{profile}; its options: {', '.join(sorted(accepted)) or 'none'}"
+        )
+    checked = {k: v for k, v in options.items() if k != "chat"}
+    if "chat" in options and not isinstance(options["chat"], bool):
+        raise ValueError(f"option `chat` must be true or false, got {options['chat']!r}")
+    try:
+        model = row.option_model.model_validate(checked)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"option `{'.'.join(map(str, e['loc']))}`: {e['msg']} (got {e.get('input')!r})"
+            for e in exc.errors()
+        )
+        raise ValueError(
+            f"strategy {row.name!r} refuses its options: {problems}; its options: "
+            f"{', '.join(sorted(accepted)) or 'none'}"
+        ) from None
+    return {k: (getattr(model, k) if k in checked else options[k]) for k in options}
+
+
+def _check_profile(
+    row: StrategySpec, options: Mapping[str, Any], profile: Any
+) -> PositionProfile | None:
+    if profile is None:
+        if profile_applies(row, options):
+            raise ValueError(
+                f"strategy {row.name!r} places by a position profile, and `profile` is null "
+                "(give PositionProfile.to_dict(): model, n_positions, values, source)"
+            )
+        return None
+    if isinstance(profile, Mapping):
+        try:
+            profile = PositionProfile.from_dict(profile)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"bad `profile`: {exc}") from None
+    if not isinstance(profile, PositionProfile):
+        raise ValueError(
+            "`profile` must be a PositionProfile (in the file: its to_dict() object) or null, "
+            f"got {type(profile).__name__}"
+        )
+    return profile
+
+
+def _check_row(row: StrategySpec, options: Mapping[str, Any], profile: Any) -> None:
+    """The row's construction-time check (e.g. ``placement="profile"`` needs a profile)."""
+    if row.check is None:
+        return
+    defaults = row.option_model()
+    full = {name: getattr(defaults, name) for name in row.option_model.model_fields}
+    full.update(options)
+    full["profile"] = profile if profile_applies(row, options) else None
+    row.check(full)
+
+
+def _check_evidence(evidence: Any) -> tuple[dict[str, Any], ...]:
+    if isinstance(evidence, (str, bytes, Mapping)) or not isinstance(evidence, Sequence):
+        raise ValueError(f"`evidence` must be a list of objects, got {type(evidence).__name__}")
+    found = []
+    for i, item in enumerate(evidence):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"`evidence[{i}]` must be an object, got {type(item).__name__}")
+        missing = [k for k in _EVIDENCE if k not in item]
+        if missing:
+            raise ValueError(f"`evidence[{i}]` lacks {', '.join(missing)}")
+        for key, kinds in _EVIDENCE.items():
+            value = item[key]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(
+                    f"`evidence[{i}].{key}` must be "
+                    f"{' or '.join('null' if k is type(None) else k.__name__ for k in kinds)}, "
+                    f"got {value!r}"
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"`evidence[{i}].{key}` must be finite, got {value!r}")
+        found.append(dict(item))
+    return tuple(found)
+
+
+def _check_questions(questions: Any) -> dict[str, Any]:
+    if not isinstance(questions, Mapping):
+        raise ValueError(
+            f"`questions` must be an object {{data, first, n}}, got {type(questions).__name__}"
+        )
+    for key, kind in _QUESTIONS.items():
+        if key not in questions:
+            raise ValueError(f"`questions` lacks {key!r} (it needs data, first, n)")
+        value: Any = questions[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ValueError(f"`questions.{key}` must be a {kind.__name__}, got {value!r}")
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"`questions.{key}` must be >= 0, got {value!r}")
+    return dict(questions)
+
+
+def _check_created(created: Any) -> str:
+    if not isinstance(created, str):
+        raise ValueError(f"`created` must be an ISO 8601 string, got {created!r}")
+    text = created[:-1] + "+00:00" if created.endswith(("Z", "z")) else created
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"`created` must be an ISO 8601 time, got {created!r}") from None
+    return created
+
+
+def _check_text(name: str, value: Any, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value.strip()):
+        raise ValueError(f"`{name}` must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """The strategy ``rag-position tune`` chose for one model, with its evidence.
+
+    ``model``: the measured model's name (its ``.name``, e.g.
+    ``"embedded:SmolLM2-135M-Instruct"``); ``spec``: the ``load_model`` spec it was loaded
+    from; ``dtype``: ``"bfloat16"``, ``"float16"``, ``"float32"`` or ``None`` (the
+    backend's own); ``strategy``: a row of :data:`~rag_position.strategies.STRATEGIES`;
+    ``options``: the row's options (its component's, as JSON values; ``seed`` included,
+    ``profile`` not);
+    ``profile``: the model's :class:`~rag_position.strategies.PositionProfile` (or
+    ``None``), given as the row's ``profile=`` where the row places by one (it requires
+    one, or its ``placement`` is ``"profile"``), else kept as a record; ``evidence``: per
+    strategy measured ``{"strategy", "n", "accuracy", "low", "high", "wins", "losses", "p_value",
+    "tokens_per_question"}`` (``wins``, ``losses``, ``p_value`` may be ``None``, e.g. for
+    the reference; more keys are kept); ``questions``: ``{"data", "first", "n"}`` (more
+    keys are kept), the questions measured; ``command``: the command that measured;
+    ``created``: an ISO 8601 UTC time.
+
+    Everything is checked on construction (a ``ValueError`` says what is wrong; an option
+    the row does not take lists those it does). :meth:`write` saves the file,
+    :func:`read_tuned` reads it, :func:`load_tuned` runs it.
+
+    Example::
+
+        choice = TunedChoice(
+            model="embedded:SmolLM2-135M-Instruct", spec="embedded", dtype="bfloat16",
+            strategy="passage_likelihood", options={"placement": "last"}, profile=None,
+            evidence=(), questions={"data": "multidoc", "first": 0, "n": 200},
+            command="rag-position tune --model embedded --out tuned.json",
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        choice.write("tuned.json")
+    """
+
+    model: str
+    spec: str
+    dtype: str | None
+    strategy: str
+    options: Mapping[str, Any]
+    profile: PositionProfile | None
+    evidence: tuple[dict[str, Any], ...]
+    questions: dict[str, Any]
+    command: str
+    created: str
+    version: int = VERSION
+    rag_position: str = field(default_factory=_package_version)
+    """The rag-position version that wrote the choice."""
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.version) or self.version != VERSION:
+            raise ValueError(
+                f"`version` {self.version!r} is not one this rag-position "
+                f"({_package_version()}) reads: it reads version {VERSION}"
+            )
+        _check_text("model", self.model)
+        _check_text("spec", self.spec)
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(
+                f"`dtype` must be one of {', '.join(DTYPES)} or null, got {self.dtype!r}"
+            )
+        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"unknown strategy {self.strategy!r}; accepted: {', '.join(sorted(STRATEGIES))}"
+            )
+        row = STRATEGIES[self.strategy]
+        if not isinstance(self.options, Mapping):
+            raise ValueError(f"`options` must be an object, got {type(self.options).__name__}")
+        options = _check_options(row, self.options)
+        profile = _check_profile(row, options, self.profile)
+        _check_row(row, options, profile)
+        object.__setattr__(self, "options", MappingProxyType(options))
+        object.__setattr__(self, "profile", profile)
+        object.__setattr__(self, "evidence", _check_evidence(self.evidence))
+        object.__setattr__(self, "questions", _check_questions(self.questions))
+        _check_text("command", self.command, empty=True)
+        _check_created(self.created)
+        _check_text("rag_position", self.rag_position)
+
+    @property
+    def row(self) -> StrategySpec:
+        """The chosen row of the strategy table."""
+        return STRATEGIES[self.strategy]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's JSON object (version 1)."""
+        return {
+            "format": FORMAT,
+            "version": self.version,
+            "model": self.model,
+            "spec": self.spec,
+            "dtype": self.dtype,
+            "strategy": self.strategy,
+            "options": dict(self.options),
+            "profile": None if self.profile is None else self.profile.to_dict(),
+            "evidence": [dict(e) for e in self.evidence],
+            "questions": dict(self.questions),
+            "command": self.command,
+            "created": self.created,
+            "rag_position": self.rag_position,
+        }
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> TunedChoice:
+        """The choice a tuned file's JSON object holds; ``ValueError`` says what is wrong."""
+        if not isinstance(record, Mapping):
+            raise ValueError(f"a tuned file holds a JSON object, got a {type(record).__name__}")
+        if record.get("format") != FORMAT:
+            raise ValueError(
+                f"not a rag-position tuned file: `format` is {record.get('format')!r}, "
+                f"expected {FORMAT!r} (rag-position tune --model SPEC --out FILE writes one)"
+            )
+        version = record.get("version")
+        if version != VERSION or not _is_int(version):
+            raise ValueError(
+                f"tuned-file version {version!r}: this rag-position ({_package_version()}) "
+                f"reads version {VERSION}"
+            )
+        missing = [k for k in _KEYS if k not in record]
+        if missing:
+            raise ValueError(f"missing keys: {', '.join(missing)}")
+        unknown = sorted(str(k) for k in set(record) - set(_KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown keys: {', '.join(unknown)} (version {VERSION} has {', '.join(_KEYS)})"
+            )
+        return cls(
+            model=record["model"],
+            spec=record["spec"],
+            dtype=record["dtype"],
+            strategy=record["strategy"],
+            options=record["options"],
+            profile=record["profile"],
+            evidence=record["evidence"],
+            questions=record["questions"],
+            command=record["command"],
+            created=record["created"],
+            version=record["version"],
+            rag_position=record["rag_position"],
+        )
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Save the file at ``path`` (atomically: a temporary file beside it, then renamed)."""
+        target = Path(path)
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return target
+
+
+def read_tuned(path: str | os.PathLike[str]) -> TunedChoice:
+    """The :class:`TunedChoice` in the tuned file at ``path``.
+
+    Every problem is a :class:`~rag_position.errors.DataFormatError` (a ``ValueError``)
+    naming the file and what is wrong: no such file, not JSON, another format or version
+    (it says which version this library reads), an unknown strategy (it lists the
+    accepted ones), an option the strategy does not take or refuses (it lists those it
+    takes), a bad profile, evidence or question range.
+    """
+    where = os.fspath(path)
+    hint = "write one with `rag-position tune --model SPEC --out FILE`"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataFormatError(f"tuned file {where!r} does not exist; {hint}") from None
+    except IsADirectoryError:
+        raise DataFormatError(f"tuned file {where!r} is a folder, not a file; {hint}") from None
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"tuned file {where!r} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise DataFormatError(f"tuned file {where!r} cannot be read: {exc}") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"tuned file {where!r} is not JSON: {exc}") from None
+    try:
+        return TunedChoice.from_dict(record)
+    except (ValueError, TypeError) as exc:
+        raise DataFormatError(f"tuned file {where!r}: {exc}") from None
+
+
+TunedLike = TunedChoice | str | os.PathLike[str]
+"""A tuned choice, or the path of its file."""
+
+
+def as_tuned(tuned: TunedLike) -> TunedChoice:
+    """``tuned`` itself, or the choice read from its file (:func:`read_tuned`)."""
+    if isinstance(tuned, TunedChoice):
+        return tuned
+    if isinstance(tuned, (str, os.PathLike)):
+        return read_tuned(tuned)
+    raise TypeError(
+        f"`tuned` must be the path of a tuned file or a TunedChoice, got {type(tuned).__name__}"
+    )
+
+
+def model_label(model: Any) -> str | None:
+    """A model's ``name`` when it has a non-empty string one, else ``None``."""
+    name = getattr(model, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def warn_if_other_model(choice: TunedChoice, model: Any, *, stacklevel: int = 2) -> None:
+    """A ``UserWarning`` when ``model`` has a ``name`` other than the one ``choice`` was
+    measured on (nothing for a model without a name)."""
+    name = model_label(model)
+    if name is not None and name != choice.model:
+        warnings.warn(
+            f"the tuned strategy {choice.strategy!r} was measured on model {choice.model!r} "
+            f"(spec {choice.spec!r}), but it now runs on model {name!r}; tune again for "
+            f"this model (rag-position tune --model SPEC --out FILE)",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def load_kwargs(choice: TunedChoice) -> dict[str, Any]:
+    """The ``load_model`` keyword arguments that load ``choice.spec`` as it was measured
+    (its ``dtype``, for a local backend)."""
+    from rag_position.models import find_backend
+
+    backend = find_backend(choice.spec)
+    if choice.dtype is None or backend is None or not backend.local:
+        return {}
+    return {"dtype": choice.dtype}
+
+
+class TunedReorderer:
+    """A tuned file's strategy, ready to call: ``reorderer(question, passages)``.
+
+    Runs ``STRATEGIES[choice.strategy]`` with the file's options (its ``seed`` as the
+    row's ``seed=``) and its profile as ``profile=``; returns the row's result: an
+    :class:`~rag_position.strategies.OrderingResult` for a reordering row (every row but
+    ``fact``, ``recite`` and ``medoid``, which answer: an
+    :class:`~rag_position.strategies.AnswerResult`). Made by :func:`load_tuned`.
+    """
+
+    def __init__(
+        self,
+        choice: TunedChoice,
+        scorer: Any = None,
+        *,
+        generator: Any = None,
+        embedder: Any = None,
+        model: Any = None,
+    ) -> None:
+        from rag_position._integration.models import LazyModel
+
+        if model is not None and (scorer is not None or generator is not None):
+            raise ValueError("pass `model=` (for every role) or `scorer=`/`generator=`, not both")
+        self.choice = choice
+        row = choice.row
+        roles = {*row.needs, *row.uses}
+        given: dict[str, Any] = {
+            "scorer": model if model is not None else scorer,
+            "generator": model if model is not None else generator,
+            "embedder": embedder,
+        }
+        self._models: dict[str, Any] = {}
+        lazy: LazyModel[Any] | None = None
+        seen: set[int] = set()
+        for role in ("scorer", "generator"):
+            if role not in roles:
+                continue
+            value = given[role]
+            if value is None:
+                if lazy is None:
+                    loader = partial(_load, choice.spec, load_kwargs(choice))
+                    lazy = LazyModel(loader=loader, label=choice.spec, check=self._loaded)
+                self._models[role] = lazy
+            else:
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    warn_if_other_model(choice, value, stacklevel=3)
+                self._models[role] = value
+        if "embedder" in roles and embedder is not None:
+            self._models["embedder"] = embedder
+
+    def _loaded(self, model: Any) -> Any:
+        warn_if_other_model(self.choice, model, stacklevel=4)  # the caller of __call__
+        return model
+
+    @property
+    def row(self) -> StrategySpec:
+        """The row of the strategy table that runs."""
+        return self.choice.row
+
+    @property
+    def strategy(self) -> str:
+        """The strategy's name (the row's)."""
+        return self.choice.strategy
+
+    def options(self) -> dict[str, Any]:
+        """The keyword options the row receives: the file's, and its profile as ``profile``
+        where the row places by one."""
+        options = dict(self.choice.options)
+        if self.choice.profile is not None and profile_applies(self.row, options):
+            options["profile"] = self.choice.profile
+        return options
+
+    def __call__(
+        self, question: str, passages: Sequence[Any]
+    ) -> OrderingResult[Any] | AnswerResult:
+        """The row on ``passages`` (the file's model is loaded here first, if it is used)."""
+        from rag_position._integration.models import LazyModel
+
+        models = {
+            role: value.get() if isinstance(value, LazyModel) else value
+            for role, value in self._models.items()
+        }
+        options = self.options()
+        seed = options.pop("seed", 0)
+        return self.row(question, passages, seed=seed, **models, **options)
+
+    def __repr__(self) -> str:
+        return (
+            f"TunedReorderer(strategy={self.choice.strategy!r}, model={self.choice.model!r}, "
+            f"options={dict(self.choice.options)!r})"
+        )
+
+
+def _load(spec: str, kwargs: Mapping[str, Any]) -> Any:
+    from rag_position.models import load_model
+
+    return load_model(spec, **kwargs)
+
+
+def load_tuned(
+    path: TunedLike,
+    scorer: Any = None,
+    *,
+    generator: Any = None,
+    embedder: Any = None,
+    model: Any = None,
+) -> TunedReorderer:
+    """The strategy a tuned file chose, as a reorderer: ``reorderer(question, passages)``.
+
+    ``path``: the tuned file (``rag-position tune --out``; a :class:`TunedChoice` also
+    does), read and checked now (:func:`read_tuned`'s errors). The reorderer runs
+    ``STRATEGIES[choice.strategy]`` with the file's options and profile and returns the
+    row's :class:`~rag_position.strategies.OrderingResult` (an
+    :class:`~rag_position.strategies.AnswerResult` for the answering rows); ``.choice``
+    is the file's :class:`TunedChoice`.
+
+    Models: ``scorer=`` (a Scorer, e.g. ``load_model("embedded")``), ``generator=``, or
+    ``model=`` for both roles (not together with them); ``embedder=`` for ``medoid``
+    (default: the embedded one). A model the row needs and that is not given is the
+    file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype`` for local
+    backends), loaded on the first call, once. Rows without a model (``retriever``,
+    ``edge``, ``sandwich``) ignore the models given. When a model in use has a ``name``
+    other than the file's ``model``, a ``UserWarning`` names both (once: at this call
+    for a model given, at loading for the file's own).
+
+    Example::
+
+        reorder = load_tuned("tuned.json", scorer=load_model("embedded"))
+        result = reorder("Who wrote Hamlet?", passages)
+        result.passages, result.cost, reorder.choice.evidence
+    """
+    return TunedReorderer(
+        as_tuned(path), scorer, generator=generator, embedder=embedder, model=model
+    )
