@@ -166,7 +166,15 @@ def run_tune(run: TaskRun) -> EvalResult:
         )
     ctx = run.ctx
     wanted = None if questions is None else skip + questions
-    full = load_multidoc(run["data"], docs=k, questions=wanted, embedder=run["embedder"])
+    try:
+        full = load_multidoc(run["data"], docs=k, questions=wanted, embedder=run["embedder"])
+    except EvalConfigError as exc:
+        if "more questions than the data holds" not in str(exc):
+            raise
+        raise EvalConfigError(
+            f"--skip {skip} and --questions {questions}: {exc} (tune measures the questions "
+            "after the first --skip; lower either)"
+        ) from None
     if len(full.instances) <= skip:
         raise EvalConfigError(
             f"--skip {skip}: the data holds {len(full.instances)} questions, none left to tune "

@@ -1,0 +1,181 @@
+"""``rag-position tune``: measure on questions the reported figures never use, choose by
+paired accuracy within a token budget (cost breaking near-ties), write the tuned file.
+
+Fast tests on a scripted model (it answers right when the gold passage is first or
+last); one end-to-end run of the CLI on the embedded model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from test_eval_runner import ScriptedScorer
+
+from rag_position import load_tuned, read_tuned
+from rag_position.cli import main
+from rag_position.eval import EvalConfigError, run_tune
+from rag_position.eval.cli import tune_paths
+from rag_position.eval.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candidates, choose, spec_of
+from rag_position.strategies import STRATEGIES
+
+
+def _row(name: str, accuracy: float, tokens: float, n: int = 60) -> dict[str, object]:
+    return {
+        "strategy": name, "n": n, "accuracy": accuracy, "ci_low": accuracy - 0.1,
+        "ci_high": accuracy + 0.1, "prompt_tokens": tokens, "generated_tokens": 0.0,
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the rule
+def test_the_most_accurate_candidate_within_the_budget_wins() -> None:
+    rows = [_row("retriever", 0.2, 1000), _row("a", 0.35, 2000), _row("b", 0.5, 2500)]
+    chosen, evidence, _ = choose(rows, budget=None, tie=2.0)
+    assert chosen == "b"
+    assert [e["accuracy"] for e in evidence] == [20.0, 35.0, 50.0]
+
+
+def test_a_candidate_over_the_budget_is_measured_but_not_chosen() -> None:
+    rows = [_row("retriever", 0.2, 1000), _row("a", 0.35, 2000), _row("b", 0.5, 3500)]
+    chosen, evidence, notes = choose(rows, budget=None, tie=2.0)  # 3x the retriever's: 3000
+    assert chosen == "a"
+    assert [e["eligible"] for e in evidence] == [True, True, False]
+    assert "over it, not chosen: b" in notes[0]
+    assert choose(rows, budget=4000, tie=2.0)[0] == "b"
+
+
+def test_near_ties_go_to_the_cheaper_candidate_and_only_near_ones() -> None:
+    rows = [_row("retriever", 0.2, 1000), _row("a", 0.40, 2500), _row("b", 0.39, 1500)]
+    assert choose(rows, budget=None, tie=2.0)[0] == "b"  # 1 point behind, 1,000 tokens less
+    assert choose(rows, budget=None, tie=0.5)[0] == "a"  # not within half a point
+    rows[2]["accuracy"] = 0.37
+    assert choose(rows, budget=None, tie=2.0)[0] == "a"  # 3 points behind: not a tie
+
+
+def test_the_retriever_order_is_kept_when_nothing_beats_it() -> None:
+    rows = [_row("retriever", 0.3, 1000), _row("a", 0.2, 2000)]
+    assert choose(rows, budget=None, tie=2.0)[0] == "retriever"
+
+
+# ---------------------------------------------------------------------- candidates
+def test_candidates_are_orderings_with_a_component_and_the_retriever_first() -> None:
+    assert check_candidates(None) == list(TUNE_STRATEGIES)
+    assert check_candidates(["edge", "retriever"]) == ["retriever", "edge"]
+    for name in TUNE_STRATEGIES[1:]:
+        base = name.split(":")[0]
+        assert STRATEGIES[base].component and not STRATEGIES[base].answers
+
+
+@pytest.mark.parametrize("name", ["sandwich", "convex_score_sandwich", "recite", "fact"])
+def test_a_candidate_a_retriever_cannot_return_is_refused(name: str) -> None:
+    with pytest.raises(EvalConfigError, match=f"{name}: not an ordering"):
+        check_candidates([name])
+
+
+def test_an_unknown_candidate_is_refused_listing_the_rows() -> None:
+    with pytest.raises(EvalConfigError, match=r"unknown 'gold_last'.*passage_likelihood"):
+        check_candidates(["gold_last"])
+
+
+# ---------------------------------------------------------------------- paths and specs
+def test_out_naming_a_json_file_is_the_tuned_file_with_the_run_beside_it() -> None:
+    args = argparse.Namespace(out=Path("runs/tuned.json"), tuned=None)
+    tune_paths(args)
+    assert (args.out, args.tuned) == (Path("runs/tuned-run"), Path("runs/tuned.json"))
+    folder = argparse.Namespace(out=Path("runs/t"), tuned=None)
+    tune_paths(folder)
+    assert (folder.out, folder.tuned) == (Path("runs/t"), None)
+    both = argparse.Namespace(out=Path("a.json"), tuned=Path("b.json"))
+    with pytest.raises(EvalConfigError, match="give one"):
+        tune_paths(both)
+
+
+def test_the_recorded_spec_loads_the_model_again() -> None:
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    assert spec_of(Named("embedded:SmolLM2-135M-Instruct")) == "embedded"
+    assert spec_of(Named("embedded:gemma-3-270m")) == "embedded:gemma3-270m"
+    assert spec_of(Named("/models/x.gguf")) == "hf:/models/x.gguf"
+
+
+# ---------------------------------------------------------------------- runs
+def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path: Path) -> None:
+    model = ScriptedScorer()
+    out = tmp_path / "run"
+    result = run_tune(
+        model, questions=4, strategies=["edge", "passage_likelihood:placement=last"],
+        out=out, spec="embedded", progress=False,
+    )  # fmt: skip
+    choice = read_tuned(out / "tuned.json")
+    assert [e["strategy"] for e in choice.evidence] == [
+        "retriever", "edge", "passage_likelihood:placement=last",
+    ]  # fmt: skip
+    assert choice.questions["first"] == TUNE_SKIP and choice.questions["n"] == 4
+    assert choice.spec == "embedded" and choice.model == "scripted"
+    assert choice.profile is not None and choice.profile.n_positions == 10
+    records = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    ids = {int(r["instance"].rsplit(":", 1)[1]) for r in records}
+    assert min(ids) > TUNE_SKIP, "tune measured a question the reported figures use"
+    assert len(ids) == 4
+    # the scripted model answers right with the gold passage last: placing it last wins
+    chosen = next(
+        e for e in choice.evidence if e["strategy"] == "passage_likelihood:placement=last"
+    )
+    assert chosen["accuracy"] >= choice.evidence[0]["accuracy"]
+    assert result.row(setting="chosen")["strategy"] in {e["strategy"] for e in choice.evidence}
+    # resumed: a second run into the folder generates nothing new
+    before = len(model.prompts)
+    run_tune(
+        model, questions=4, strategies=["edge", "passage_likelihood:placement=last"],
+        out=out, spec="embedded", progress=False,
+    )  # fmt: skip
+    assert len(model.prompts) == before
+
+
+def test_the_tuned_reorderer_runs_the_chosen_row(tmp_path: Path) -> None:
+    model = ScriptedScorer()
+    run_tune(
+        model, questions=3, strategies=["passage_likelihood:placement=last"], max_tokens=1e9,
+        tie=100.0, out=tmp_path, spec="embedded", progress=False,
+    )  # fmt: skip
+    choice = read_tuned(tmp_path / "tuned.json")
+    assert choice.strategy in ("retriever", "passage_likelihood")
+    reorder = load_tuned(tmp_path / "tuned.json", scorer=model)
+    passages = ["Paris is in France.", "GOLD Hamlet was written by Shakespeare.", "Rome."]
+    got = reorder("Who wrote Hamlet?", passages)  # the same model: no warning
+    want = STRATEGIES[choice.strategy](
+        "Who wrote Hamlet?", passages, scorer=model, **choice.options
+    )
+    assert got.passages == want.passages
+
+
+def test_shards_need_a_given_profile(tmp_path: Path) -> None:
+    with pytest.raises(EvalConfigError, match="--shard with tune needs --profile"):
+        run_tune(ScriptedScorer(), questions=2, shard=(1, 2), out=tmp_path, progress=False)
+
+
+def test_skip_past_the_data_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(EvalConfigError, match="--skip 5000"):
+        run_tune(ScriptedScorer(), questions=2, skip=5000, out=tmp_path, progress=False)
+
+
+@pytest.mark.slow
+def test_tune_from_the_command_line_on_the_embedded_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tuned.json"
+    code = main(
+        ["tune", "--questions", "2", "--strategies", "edge", "--dtype", "float32",
+         "--out", str(path), "--no-progress"]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    choice = read_tuned(path)
+    assert choice.spec == "embedded" and choice.model == "embedded:SmolLM2-135M-Instruct"
+    assert choice.dtype == "float32"
+    assert "rag-position tune" in choice.command
+    assert (tmp_path / "tuned-run" / "report.md").is_file()
+    assert "The choice" in (tmp_path / "tuned-run" / "report.md").read_text()
