@@ -18,7 +18,7 @@ names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 need = [f"rag_position/data/files/{n}" for n in (
     "nq-open-oracle-dev.jsonl.gz", "kv-retrieval-75_keys.jsonl.gz",
     "kv-retrieval-140_keys.jsonl.gz", "nq-open-oracle-dev.distractors-k30.json.gz",
-    "README.md", "LICENSE-lost-in-the-middle")]
+    "reference-embedded-200.json", "README.md", "LICENSE-lost-in-the-middle")]
 missing = [n for n in need if n not in names]
 assert not missing, f"the wheel lacks {missing}"
 print(f"wheel: {sys.argv[1].rsplit('/', 1)[-1]}, {len(names)} files, data and licences in it")

@@ -29,6 +29,7 @@ MODULES = [
     "rag_position.eval.common",
     "rag_position.eval.kv",
     "rag_position.eval.marker",
+    "rag_position.eval.reference",
     "rag_position.eval.report",
     "rag_position.eval.runner",
     "rag_position.eval.stats",

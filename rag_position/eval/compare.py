@@ -26,7 +26,17 @@ from rag_position.eval.multidoc import (
     worst_sweep,
 )
 from rag_position.eval.plots import plot_bars
-from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num, point
+from rag_position.eval.report import (
+    Column,
+    EvalResult,
+    Section,
+    Table,
+    acc_cell,
+    num,
+    point,
+    versus_cell,
+    with_columns,
+)
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import paired, summarize
 from rag_position.eval.strategies import (
@@ -131,6 +141,7 @@ def compare_section(
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     gold_of: Mapping[str, Sequence[str]] | None = None,
     versus: str | None = "retriever",
+    columns: Sequence[Column] = (),
 ) -> Section:
     """Run every strategy in the ``gold`` settings in ``ctx``; summarise as a report section.
 
@@ -138,7 +149,8 @@ def compare_section(
     runs the scoring strategies, ten passes a question each, at the random position only).
     ``versus``: the row every other is paired with, question by question: the table
     shows the questions each wins and loses against it and the exact sign test's
-    p-value (``None``, or a row not run: no such column).
+    p-value (``None``, or a row not run: no such column). ``columns`` are added to the
+    table (``eval quick``'s 200-question reference, :mod:`rag_position.eval.reference`).
 
     Each strategy's seed on an instance derives from its seed group's name
     (:func:`~rag_position.eval.strategies.seed_name`): the ConvexScore variants share
@@ -210,7 +222,7 @@ def compare_section(
             num(r["prompt_tokens"], 0),
             num(r["generated_tokens"], 0),
             num(r["seconds"], 2),
-            *([_versus_cell(r)] if versus_run else []),
+            *([versus_cell(r)] if versus_run else []),
         ]
         for r in rows
     ]
@@ -247,7 +259,12 @@ def compare_section(
         title=f"Strategies compared, {k} passages",
         task=TASK,
         rows=rows,
-        tables=[Table("Accuracy (%) [95% CI] and mean cost per question", headers, cells)],
+        tables=[
+            Table(
+                "Accuracy (%) [95% CI] and mean cost per question",
+                *with_columns(headers, cells, rows, columns),
+            )
+        ],
         figures=[(figure, "Accuracy by strategy, 95% intervals")],
         notes=notes,
         settings={
@@ -256,13 +273,6 @@ def compare_section(
             **({"worst position": worst} if "worst" in gold else {}),
         },
     )
-
-
-def _versus_cell(row: Mapping[str, Any]) -> str:
-    if "wins" not in row:
-        return "--"
-    p = row["sign_p"]
-    return f"{row['wins']}/{row['losses']} ({'<0.001' if p < 0.001 else f'{p:.3f}'})"
 
 
 def _kept_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:

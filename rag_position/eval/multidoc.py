@@ -24,7 +24,15 @@ from rag_position.eval.common import (
 )
 from rag_position.eval.datasets import MultidocData
 from rag_position.eval.plots import Panel, plot_panels
-from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
+from rag_position.eval.report import (
+    Column,
+    EvalResult,
+    Section,
+    Table,
+    acc_cell,
+    point,
+    with_columns,
+)
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
 from rag_position.eval.task import (
@@ -153,12 +161,18 @@ def multidoc_jobs(
 
 
 def multidoc_section(
-    ctx: RunContext, dataset: MultidocData, *, name: str = "multidoc", **options: Any
+    ctx: RunContext,
+    dataset: MultidocData,
+    *,
+    name: str = "multidoc",
+    columns: Sequence[Column] = (),
+    **options: Any,
 ) -> Section:
     """Run the sweep's jobs in ``ctx`` and summarise them as a report section.
 
     ``options`` are :func:`multidoc_jobs`'s (``positions``, ``ordered_randomly``,
-    ``sandwich``, ``baselines``).
+    ``sandwich``, ``baselines``); ``columns`` are added to the table (``eval quick``'s
+    200-question reference, :mod:`rag_position.eval.reference`).
 
     Example::
 
@@ -190,9 +204,14 @@ def multidoc_section(
             )
         ],
     )
-    cells = [[f"gold at {r['position']}", str(r["n"]), acc_cell(r)] for r in by_kind["position"]]
-    cells += [
-        [r["kind"], str(r["n"]), acc_cell(r)] for r in by_kind["closedbook"] + by_kind["oracle"]
+    shown = by_kind["position"] + by_kind["closedbook"] + by_kind["oracle"]
+    cells = [
+        [
+            f"gold at {r['position']}" if r["kind"] == "position" else r["kind"],
+            str(r["n"]),
+            acc_cell(r),
+        ]
+        for r in shown
     ]
     variant = prompt_variant(
         options.get("ordered_randomly", False), options.get("sandwich", False), ctx.seed
@@ -201,7 +220,12 @@ def multidoc_section(
         title=f"Multi-document QA: accuracy by gold position, {k} passages",
         task=TASK,
         rows=rows,
-        tables=[Table("Accuracy (%) [95% CI]", ["setting", "n", "accuracy"], cells)],
+        tables=[
+            Table(
+                "Accuracy (%) [95% CI]",
+                *with_columns(["setting", "n", "accuracy"], cells, shown, columns),
+            )
+        ],
         figures=[(figure, f"Accuracy by gold position ({k} passages); dashed: baselines")],
         notes=[
             f"{len(dataset.instances)} questions from `{Path(dataset.path).name}` "

@@ -15,13 +15,21 @@ identical numbers (and a second run into the same folder recomputes nothing).
 Sized for the first run on a laptop (issue 31): the shuffled-order baseline and the
 comparison at the sweep's worst position are left to ``eval compare``, whose 200-question
 figures docs/measurements.md reports.
+
+On the embedded model, each table row gets the same row measured on the first 200
+questions (:mod:`rag_position.eval.reference`, in float32): the 10-question intervals
+are up to 60 points wide, the reference's at most 14. Another model's report says why
+it has no such column.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rag_position.eval.common import EvalConfigError
 from rag_position.eval.compare import compare_section
 from rag_position.eval.multidoc import multidoc_section
+from rag_position.eval.reference import absent_note, load_reference, reference_problem
 from rag_position.eval.report import EvalResult, Section
 from rag_position.eval.strategies import available_strategies
 from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, names, negate
@@ -41,6 +49,8 @@ QUICK_STRATEGIES = (
 (ten one-passage prompts a question, shared)."""
 QUICK_GOLD = ("random",)
 """The comparison's gold setting: a random position (seeded per question)."""
+QUICK_VERSUS = "retriever"
+"""The row every other is paired with, here and in the 200-question reference."""
 
 
 QUICK = TaskSpec(
@@ -80,7 +90,20 @@ def run_quick(run: TaskRun) -> EvalResult:
             "profile of the sweep, which one share would measure on its own questions"
         )
     ctx, dataset = run.multidoc(QUICK_DOCS)
-    sweep = multidoc_section(ctx, dataset, positions=list(QUICK_POSITIONS))
+    problem = reference_problem(
+        ctx.label,
+        data_name=Path(dataset.path).name if dataset.kind == "oracle" else None,
+        default_embedder=run["embedder"] is None,
+        seed=run["seed"],
+        max_new_tokens=run["max_new_tokens"],
+    )
+    reference = load_reference() if problem is None else None
+    sweep = multidoc_section(
+        ctx,
+        dataset,
+        positions=list(QUICK_POSITIONS),
+        columns=reference.columns() if reference else (),
+    )
     sections: list[Section] = [sweep]
     if run["compare"]:
         if run["strategies"] is None:  # recorded as resolved: the frameworks installed here
@@ -88,9 +111,21 @@ def run_quick(run: TaskRun) -> EvalResult:
             run.values["strategies"] = [name for name in QUICK_STRATEGIES if name in known]
         sections.append(
             compare_section(
-                ctx, dataset, strategies=run["strategies"], sweep_rows=sweep.rows, gold=QUICK_GOLD
+                ctx,
+                dataset,
+                strategies=run["strategies"],
+                sweep_rows=sweep.rows,
+                gold=QUICK_GOLD,
+                columns=reference.columns(versus=QUICK_VERSUS) if reference else (),
+                versus=QUICK_VERSUS,
             )
         )
+    questions = len(dataset.instances)
+    if reference is not None:
+        for section in sections:
+            section.notes.extend(reference.note(section.rows, ctx.label, questions))
+    elif problem is not None:
+        sweep.notes.append(absent_note(problem, sweep.rows, questions))
     return run.finish(
         sections,
         title="Quick eval: accuracy by gold position, baselines and strategies",

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,49 @@ class Table:
     title: str
     headers: Sequence[str]
     cells: Sequence[Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a caller adds to a section's table: its header, a summary row's cell,
+    and the header it follows (:func:`with_columns`).
+
+    Example:
+        >>> column = Column("reference", lambda row: "13.5")
+        >>> column.header, column.cell({}), column.after
+        ('reference', '13.5', 'accuracy')
+    """
+
+    header: str
+    cell: Callable[[Mapping[str, Any]], str]
+    after: str = "accuracy"
+
+
+def with_columns(
+    headers: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[Column],
+) -> tuple[list[str], list[list[str]]]:
+    """``headers`` and ``cells`` (one line per row of ``rows``) with ``columns`` added,
+    each after the header it names (at the end when there is none).
+
+    Example:
+        >>> rows = [{"accuracy": 0.5}]
+        >>> with_columns(["setting", "accuracy", "n"], [["x", "50.0", "2"]], rows,
+        ...              [Column("ref", lambda row: "40.0")])
+        (['setting', 'accuracy', 'ref', 'n'], [['x', '50.0', '40.0', '2']])
+    """
+    if len(cells) != len(rows):
+        raise ValueError(f"{len(cells)} table lines for {len(rows)} rows")
+    head = list(headers)
+    lines = [list(line) for line in cells]
+    for column in columns:
+        at = head.index(column.after) + 1 if column.after in head else len(head)
+        head.insert(at, column.header)
+        for line, row in zip(lines, rows, strict=True):
+            line.insert(at, column.cell(row))
+    return head, lines
 
 
 @dataclass
@@ -149,6 +192,20 @@ def row_cells(row: Mapping[str, Any], *fields: str) -> list[str]:
         ['5', '2', '50.0 [0.0, 100.0]']
     """
     return [acc_cell(row) if f == "accuracy" else str(row[f]) for f in fields]
+
+
+def versus_cell(row: Mapping[str, Any]) -> str:
+    """A row's questions won and lost against the row it is paired with, and the sign
+    test's p-value (``--`` when unpaired).
+
+    Example:
+        >>> versus_cell({"wins": 3, "losses": 0, "sign_p": 0.25}), versus_cell({})
+        ('3/0 (0.250)', '--')
+    """
+    if "wins" not in row:
+        return "--"
+    p = row["sign_p"]
+    return f"{row['wins']}/{row['losses']} ({'<0.001' if p < 0.001 else f'{p:.3f}'})"
 
 
 def num(value: Any, digits: int = 1) -> str:
