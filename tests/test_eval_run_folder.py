@@ -185,6 +185,25 @@ def test_a_folder_from_before_the_marker_resumes_and_gets_one(data: Path, tmp_pa
     assert json.loads((out / RUN_FILE).read_text())["task"] == "multidoc"
 
 
+class Completion(Scripted):
+    """A completion model: no chat template, so its answers end at the first line."""
+
+    use_chat_template = False
+
+
+def test_merged_shares_of_a_completion_model_resume(data: Path, tmp_path: Path) -> None:
+    """Shares merged into a new folder (no ``run.json``) of a model whose decoding records
+    ``stop``: the merged rerun resumes them (it was refused, the stop not compared)."""
+    out = tmp_path / "md"
+    run_multidoc(Completion(), data=data, out=out, progress=False)
+    records = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    assert records[0]["decoding"]["stop"] == ["\n"]
+    (out / RUN_FILE).unlink()  # as concatenated shares leave it
+    idle = Completion()
+    run_multidoc(idle, data=data, out=out, progress=False)
+    assert idle.prompts == []
+
+
 def test_a_folder_from_before_the_marker_with_another_models_predictions_is_refused(
     data: Path, tmp_path: Path
 ) -> None:

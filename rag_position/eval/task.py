@@ -40,6 +40,7 @@ from rag_position.data import QAInstance, load_qa
 from rag_position.eval.common import (
     Decoding,
     EvalConfigError,
+    answer_stop,
     check_data_file,
     check_out_folder,
     check_questions,
@@ -283,17 +284,22 @@ class TaskSpec:
             check_questions(run["questions"])
             check_data_file(run["data"])
             check_out_folder(run["out"])
-            self.check_run_folder(run.values, model_label(model))
+            self.check_run_folder(run.values, model_label(model), answer_stop(model))
             return work(run)
 
         function.__signature__ = self.signature()  # type: ignore[attr-defined]
         self.function = function
         return function
 
-    def check_run_folder(self, values: Mapping[str, Any], model: str | None = None) -> None:
+    def check_run_folder(
+        self, values: Mapping[str, Any], model: str | None = None, stop: Sequence[str] = ()
+    ) -> None:
         """Refuse an output folder that holds another run (:mod:`rag_position.eval.marker`);
-        ``model``: the model's label, ``None`` before the model loads (checked later)."""
-        decoding = Decoding(max_new_tokens=values["max_new_tokens"], seed=values["seed"])
+        ``model``: the model's label, ``None`` before the model loads (checked later);
+        ``stop``: where its answers end (:func:`~rag_position.eval.common.answer_stop`)."""
+        decoding = Decoding(
+            max_new_tokens=values["max_new_tokens"], seed=values["seed"], stop=tuple(stop)
+        )
         check_run_folder(values["out"], task=self.name, decoding=decoding, model=model)
 
     @property
