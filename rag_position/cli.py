@@ -38,15 +38,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve",
         help="start vLLM's OpenAI-compatible server for a model and print the spec to use",
         description="Start vLLM's OpenAI-compatible server (installed by `bash scripts/setup.sh "
-        "--vllm`) for the embedded model or a transformers folder, wait until it answers, "
+        "--vllm`) for an embedded model or a transformers folder, wait until it answers, "
         "print the --model spec for the eval and the integrations, and serve until Ctrl-C. "
         "Arguments after `--` go to vLLM as given.",
     )
     serve.add_argument(
         "--model",
         default="embedded",
-        help="'embedded' (exported from its GGUF once, cached), 'hf:<folder>' or "
-        "'hf:<file>.gguf' (default: embedded)",
+        help="'embedded' or 'embedded:gemma3-270m' (exported from its GGUF once, cached), "
+        "'hf:<folder>' or 'hf:<file>.gguf' (default: embedded)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=port_number, default=8000, help="port; 0 picks a free one")
@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dtype",
         default="auto",
         choices=["auto", "bfloat16", "float16", "float32"],
-        help="vLLM's --dtype (default: auto, the folder's)",
+        help="vLLM's --dtype (default: auto, vLLM's choice: it serves a float32 folder, such "
+        "as an exported GGUF, in the device's 16-bit type; float32 scores as the local "
+        "backend does)",
     )
     serve.add_argument(
         "--max-model-len",

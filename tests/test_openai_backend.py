@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import time
@@ -19,10 +20,17 @@ from rag_position.errors import (
     ModelSpecError,
     ScoringUnsupportedError,
 )
+from rag_position.eval.common import answer_stop
 from rag_position.models import Generator, Scorer, load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing.openai_double import HTTPError, ModelServer, OpenAIHandler, serve
+from rag_position.testing.openai_double import (
+    NO_CHAT_TEMPLATE,
+    HTTPError,
+    ModelServer,
+    OpenAIHandler,
+    serve,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -194,6 +202,99 @@ def test_generate_stop_and_system_message(server: ModelServer) -> None:
         },
     )
     assert status == 200 and isinstance(body["choices"][0]["message"]["content"], str)
+
+
+# ---------------------------------------------------------------------- chat template
+@pytest.fixture(scope="module")
+def base_model_server(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
+    """The embedded weights served as a base model: a tokenizer without a chat template."""
+    tokenizer = copy.copy(embedded_fp32.tokenizer)  # the session's tokenizer keeps its own
+    tokenizer.chat_template = None
+    base = TransformersModel(embedded_fp32.model, tokenizer, name="base", chat_template=False)
+    with serve(base) as srv:
+        yield srv
+
+
+def test_the_chat_template_is_detected_once_without_generating(
+    server: ModelServer, base_model_server: ModelServer, embedded_raw: TransformersModel
+) -> None:
+    for srv, has_template in ((server, True), (base_model_server, False)):
+        remote = load_model(f"openai:{srv.url}/{srv.model_name}")  # chat_template=None
+        asked = srv.count("/tokenize")
+        assert remote.use_chat_template is has_template
+        assert remote.use_chat_template is has_template  # asked once, then remembered
+        assert srv.count("/tokenize") - asked == 1
+        assert answer_stop(remote) == (() if has_template else ("\n",))
+        used = "/v1/chat/completions" if has_template else "/v1/completions"
+        before = srv.count(used)
+        remote.generate(["The capital of France is"], max_new_tokens=4)
+        assert srv.count(used) - before == 1
+        assert srv.count("/tokenize") - asked == 1
+    # the base model's answer is the raw completion, as the local backend's
+    base = load_model(f"openai:{base_model_server.url}/base")
+    raw = ["1, 2, 3, 4,"]
+    assert base.generate(raw, max_new_tokens=6, stop=["\n"]) == embedded_raw.generate(
+        raw, max_new_tokens=6, stop=["\n"]
+    )
+    assert base_model_server.count("/v1/chat/completions") == 0  # never tried
+
+
+def test_the_vllm_refusal_is_what_the_double_sends(base_model_server: ModelServer) -> None:
+    status, body = _post(
+        base_model_server.url.removesuffix("/v1") + "/tokenize",
+        {"model": "base", "messages": [{"role": "user", "content": "Hi"}]},
+    )
+    assert status == 400 and body["error"]["message"] == NO_CHAT_TEMPLATE
+    status, _ = _post(
+        base_model_server.url + "/chat/completions",
+        {"model": "base", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2},
+    )
+    assert status == 400
+
+
+def test_a_given_chat_template_is_not_asked_for(server: ModelServer) -> None:
+    before = server.count("/tokenize")
+    for given in (True, False):
+        remote = load_model(f"openai:{server.url}/{server.model_name}", chat_template=given)
+        assert remote.use_chat_template is given
+    assert server.count("/tokenize") == before
+    remote.use_chat_template = True
+    assert remote.use_chat_template is True
+    with pytest.raises(TypeError, match="True, False or None"):
+        _client(server, chat_template="yes")
+
+
+class _NoTokenize(OpenAIHandler):
+    """A server without vLLM's /tokenize (OpenAI's API, a proxy): 404 there."""
+
+    def _routes(self) -> Any:
+        routes = super()._routes()
+        return {key: fn for key, fn in routes.items() if not key[1].endswith("/tokenize")}
+
+
+class _OtherRefusal(OpenAIHandler):
+    def tokenize(self, req: dict[str, Any]) -> dict[str, Any]:
+        raise HTTPError(400, "messages are not supported here")
+
+
+@pytest.mark.parametrize("handler", [_NoTokenize, _OtherRefusal], ids=["404", "other-400"])
+def test_a_server_that_cannot_say_keeps_the_chat_endpoint(
+    embedded_fp32: TransformersModel, handler: type[OpenAIHandler]
+) -> None:
+    with serve(embedded_fp32, handler=handler) as srv:
+        remote = _client(srv, max_retries=0)
+        assert remote.use_chat_template is True
+        assert srv.count("/tokenize") == 1
+
+
+def test_an_unreachable_server_is_an_error_and_is_asked_again() -> None:
+    remote = OpenAICompatibleModel(
+        f"http://127.0.0.1:{_free_port()}/v1", "m", timeout=0.5, max_retries=0
+    )
+    for _ in range(2):  # not remembered as an answer
+        with pytest.raises(BackendUnavailableError, match=r"/tokenize for model 'm'"):
+            remote.use_chat_template  # noqa: B018
+    assert remote._chat_template is None
 
 
 # ---------------------------------------------------------------------- loading

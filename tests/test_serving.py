@@ -266,3 +266,33 @@ def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+@pytest.mark.parametrize(
+    ("config", "step"),
+    [
+        ({"vocab_size": 262_144}, "512"),  # Gemma 3
+        ({"text_config": {"vocab_size": 262_208}}, "511"),  # a multimodal config's text part
+        ({"vocab_size": 49_152}, None),  # SmolLM2: vLLM's own 2,048 fits
+        ({}, None),
+    ],
+)
+def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, object], step: str | None
+) -> None:
+    """Echo scoring computes a step's logits over the whole vocabulary: 2,048 tokens of
+    Gemma 3's 262,144 entries got vLLM's CPU worker killed for memory (measured)."""
+    from rag_position import serving
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = f"hf:{tmp_path}"
+    monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
+    command = VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
+    flag = "--max-num-batched-tokens"
+    assert (command[command.index(flag) + 1] if flag in command else None) == step
+    given = VLLMServer(
+        spec, port=8123, vllm_python=sys.executable, extra_args=[f"{flag}=4096"]
+    ).command()
+    assert flag not in given and given[-1] == f"{flag}=4096"  # the user's, alone
+    monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
+    assert flag not in VLLMServer(spec, port=8123, vllm_python=sys.executable).command()

@@ -215,6 +215,7 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
         raise Malformed(f"logprobs.text_offset is not {n} offsets, one a token")
     if not all(isinstance(t, str) for t in tokens):
         raise Malformed("logprobs.tokens holds something other than strings")
+    offsets = _past_lead_special(tokens, offsets, text)
     if not all(is_int(o) and 0 <= o <= len(text) for o in offsets) or any(
         b < a for a, b in itertools.pairwise(offsets)
     ):
@@ -234,6 +235,37 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
             f"{offsets[-1]} of {len(text)} and is {tokens[-1]!r}"
         )
     return Echo(list(tokens), [first, *rest], list(offsets), parse_usage(data))
+
+
+def _past_lead_special(tokens: list[str], offsets: list[Any], text: str) -> list[Any]:
+    """``text_offset`` in the echoed text's characters, past a leading special token.
+
+    vLLM counts every token string's length in ``text_offset``, a BOS token's text
+    included, but echoes the prompt without it: every later offset is that many
+    characters too far (measured, vLLM 0.32 serving Gemma 3: ``<bos>`` at 0, the
+    prompt's first word at 5; unshifted, a span is scored on the wrong tokens, or the
+    last offsets fall past the text). Such a token keeps its offset 0 and the others
+    move back by its length. A first token the text starts with (SmolLM2 adds no BOS)
+    changes nothing.
+
+    Example:
+        >>> _past_lead_special(["<bos>", "Hi", " there"], [0, 5, 7], "Hi there")
+        [0, 0, 2]
+        >>> _past_lead_special(["Hi", " there"], [0, 2], "Hi there")
+        [0, 2]
+    """
+    first = tokens[0]
+    if (
+        len(offsets) > 1
+        and len(first) > 2
+        and first.startswith("<")
+        and first.endswith(">")
+        and not text.startswith(first)
+        and offsets[0] == 0
+        and offsets[1] == len(first)
+    ):
+        return [0, *(o - len(first) if is_int(o) else o for o in offsets[1:])]
+    return offsets
 
 
 def _short(value: Any) -> str:
@@ -383,18 +415,7 @@ def span_tokens(
 
 def span_score(reply: Echo, prompt: str, span: Span, index: int) -> SpanScore:
     """Apply the span rule (module doc) to an echoed prompt's checked log-probabilities."""
-    offsets = list(reply.offsets)
-    n = len(offsets)
-    first = reply.tokens[0]
-    if (
-        n > 1
-        and first.startswith("<")
-        and first.endswith(">")
-        and not prompt.startswith(first)
-        and offsets[1] == offsets[0] + len(first)
-    ):
-        # A special token (BOS) the server counted in the offsets but not in the text.
-        offsets = [0] + [o - len(first) for o in offsets[1:]]
+    offsets = reply.offsets  # in the prompt's characters, past a BOS (parse_echo)
     end_of_prompt = len(prompt)
     n_prompt = sum(1 for o in offsets if o < end_of_prompt)
     lo, hi = span

@@ -60,6 +60,7 @@ Two ways to score (``scoring=``):
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -101,6 +102,8 @@ from rag_position.passages import check_text
 T = TypeVar("T")
 U = TypeVar("U")
 
+logger = logging.getLogger(__name__)
+
 SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
 DEFAULT_TIMEOUT = 300.0  # seconds for one request, retries included
@@ -115,6 +118,11 @@ class OpenAICompatibleModel:
 
     ``generate`` uses ``/v1/chat/completions`` (the server applies the chat template)
     when ``chat_template`` is true, else ``/v1/completions`` with the raw prompt.
+    ``chat_template=None`` (the default) asks the server once, on the first generation
+    or the first read of :attr:`use_chat_template`, without generating: a chat request
+    to vLLM's ``/tokenize`` that it refuses for want of a chat template (a base model,
+    such as Gemma 3 270M served by ``rag-position serve``) means raw prompts; one it
+    counts, or a server without ``/tokenize`` (OpenAI's), means chat.
 
     ``score_spans`` always uses ``/v1/completions``, by forced generation or echo
     (``scoring=``, module doc), so the **raw prompt is scored without a chat
@@ -146,7 +154,7 @@ class OpenAICompatibleModel:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 4,
-        chat_template: bool = True,
+        chat_template: bool | None = None,
         concurrency: int = 8,
         scoring: str = "auto",
     ) -> None:
@@ -158,8 +166,11 @@ class OpenAICompatibleModel:
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if chat_template is not None and not isinstance(chat_template, bool):
+            raise TypeError(f"chat_template must be True, False or None, got {chat_template!r}")
         self.base_url = base_url.rstrip("/")
-        self.use_chat_template = chat_template
+        self._chat_template: bool | None = chat_template  # None: ask the server (once)
+        self._chat_lock = threading.Lock()
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.concurrency = concurrency
@@ -204,7 +215,7 @@ class OpenAICompatibleModel:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 4,
-        chat_template: bool = True,
+        chat_template: bool | None = None,
         concurrency: int = 8,
         scoring: str = "auto",
     ) -> OpenAICompatibleModel:
@@ -245,6 +256,59 @@ class OpenAICompatibleModel:
         return self._request("GET", "/models", None, parse_models, what="the model list")
 
     # ------------------------------------------------------------------ properties
+    @property
+    def use_chat_template(self) -> bool:
+        """Whether ``generate`` sends chat requests (the server's chat template) or raw prompts.
+
+        ``chat_template=True``/``False`` as given; with ``None`` the server is asked on
+        first read (one ``/tokenize`` request, nothing generated; class doc), then the
+        answer is kept. A server that cannot be reached raises, and is asked again on
+        the next read.
+        """
+        if self._chat_template is None:
+            with self._chat_lock:
+                if self._chat_template is None:
+                    self._chat_template = self._has_chat_template()
+        return self._chat_template
+
+    @use_chat_template.setter
+    def use_chat_template(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"use_chat_template must be True or False, got {value!r}")
+        self._chat_template = value
+
+    def _has_chat_template(self) -> bool:
+        """Whether the served model has a chat template, asked without generating.
+
+        vLLM's ``/tokenize`` applies the chat template to ``messages``; for a model
+        without one it answers 400 saying so (vLLM 0.32: "...you must provide a chat
+        template if the tokenizer does not define one."). Any other refusal (no
+        ``/tokenize`` at all, a proxy's 404, an API key's 401) keeps the chat endpoint,
+        as before this check existed; OpenAI's own models are not asked.
+        """
+        if _OPENAI_MODEL.match(self.name):
+            return True
+        body = {
+            "model": self.name,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "add_generation_prompt": True,
+            "add_special_tokens": False,
+        }
+        url = self._root + "/tokenize"
+        try:
+            self._http.call("POST", url, body, lambda data: data, what="the chat-template check")
+        except HTTPStatusError as exc:
+            message = exc.message.lower()
+            if exc.status == 400 and ("chat template" in message or "chat_template" in message):
+                logger.info(
+                    "%s serves %r without a chat template: raw prompts", self._root, self.name
+                )
+                return False
+            logger.info(
+                "%s answered HTTP %s to the chat-template check; using chat", url, exc.status
+            )
+        return True
+
     @property
     def usage(self) -> Cost:
         """Prompts sent, prompt and generated tokens the server reported, wall seconds."""
@@ -336,11 +400,12 @@ class OpenAICompatibleModel:
         if stop:
             options["stop"] = list(stop)
         window = self._window() if prompts else None
+        chat = self.use_chat_template if prompts else False
 
         def one(job: tuple[int, str]) -> tuple[str, Usage]:
             i, prompt = job
             what = f"prompt {i} plus max_new_tokens={max_new_tokens}"
-            if self.use_chat_template:
+            if chat:
                 body = {
                     "model": self.name,
                     "messages": [{"role": "user", "content": prompt}],

@@ -35,7 +35,9 @@ Endpoints (JSON in, JSON out, standard library only):
 ``POST /v1/chat/completions``
     ``messages`` (one user message, optionally after one system message),
     ``max_tokens`` (or ``max_completion_tokens``; default 16), ``temperature``,
-    ``seed``, ``stop``; the model's chat template is applied.
+    ``seed``, ``stop``; the model's chat template is applied. A model without one (a
+    base model, served with ``chat_template=False``) is refused with vLLM's 400,
+    :data:`NO_CHAT_TEMPLATE`, here and for ``messages`` sent to ``/tokenize``.
 ``POST /tokenize``
     vLLM's tokenizer endpoint: ``{"prompt": ..., "add_special_tokens": true}`` gives
     ``{"count", "max_model_len", "tokens"}``; ``{"messages": [...]}`` instead counts a
@@ -97,6 +99,12 @@ from rag_position.testing._openai_payloads import (
 )
 
 logger = logging.getLogger(__name__)
+
+NO_CHAT_TEMPLATE = (
+    "As of transformers v4.44, default chat template is no longer allowed, so you must "
+    "provide a chat template if the tokenizer does not define one."
+)
+"""vLLM's 400 for a chat request to a model without a chat template (a base model)."""
 
 
 class OpenAIHandler(BaseHTTPRequestHandler):
@@ -316,8 +324,8 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             )
         contents = [message_content(m) for m in messages]
         chat = self.server.chat_model
-        if chat is None:
-            raise HTTPError(400, "this model has no chat template; use /v1/completions")
+        if chat is None:  # vLLM 0.32's words (its /tokenize and chat endpoints alike)
+            raise HTTPError(400, NO_CHAT_TEMPLATE)
         if len(messages) == 1:
             return chat, contents[0]
         # A system message: render the template here and run the prompt raw.
@@ -567,4 +575,4 @@ def serve(
     ).start()
 
 
-__all__ = ["BREAKS", "HTTPError", "ModelServer", "OpenAIHandler", "serve"]
+__all__ = ["BREAKS", "NO_CHAT_TEMPLATE", "HTTPError", "ModelServer", "OpenAIHandler", "serve"]
