@@ -28,13 +28,7 @@ server already running (started with ``--dtype float32 --max-model-len 4096``) i
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,9 +67,6 @@ class VLLMTestServer:
     log: Path  # the server's output (vLLM's log), for failure messages
 
 
-_VLLM_SPEC = re.compile(r"--model (openai:(http://[^\s]+/v1)/([^\s]+))")
-
-
 def _vllm_unavailable(reason: str) -> None:
     if os.environ.get("RAG_POSITION_REQUIRE_VLLM") == "1":
         pytest.fail(f"vLLM is required here (RAG_POSITION_REQUIRE_VLLM=1) but {reason}")
@@ -107,10 +98,11 @@ def _serve_for_tests(model: list[str], reuse: str) -> Iterator[VLLMTestServer]:
     caller is done (then Ctrl-C), or the server ``$<reuse>`` names; skipped (or failed,
     with ``RAG_POSITION_REQUIRE_VLLM=1``) where vLLM is missing or cannot start."""
     from rag_position.serving import VLLMNotInstalledError, find_vllm_python
+    from rag_position.testing.serve_process import SPEC, ServeProcess, ServeStartError
 
     running = os.environ.get(reuse)
     if running:  # a server the developer already started (`rag-position serve`), reused
-        match = _VLLM_SPEC.search("--model " + running)
+        match = SPEC.search("--model " + running)
         if not match:
             pytest.fail(f"{reuse}={running!r} is not an openai: spec")
         yield VLLMTestServer(match.group(1), match.group(2), match.group(3), Path(os.devnull))
@@ -123,44 +115,12 @@ def _serve_for_tests(model: list[str], reuse: str) -> Iterator[VLLMTestServer]:
         if failed.is_file():
             said = "; its install failed:\n" + "\n".join(failed.read_text().splitlines()[-5:])
         _vllm_unavailable(f"{exc}{said}")
-    log = Path(tempfile.mkdtemp(prefix="rag-position-vllm-")) / "serve.log"
-    command = [
-        sys.executable, "-m", "rag_position.cli", "serve", *model,
-        "--port", "0", "--dtype", "float32", "--max-model-len", "4096",
-    ]  # fmt: skip
-    with open(log, "w") as err:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True
-        )
-    found: list[re.Match[str]] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            match = _VLLM_SPEC.search(line)
-            if match and not found:
-                found.append(match)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 900
-    while not found and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    if not found:
-        process.kill()
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        _vllm_unavailable(
-            f"`rag-position serve` did not print a spec (exit {process.poll()}):\n{tail}"
-        )
-    match = found[0]
+    server = ServeProcess(model)
     try:
-        yield VLLMTestServer(match.group(1), match.group(2), match.group(3), log)
+        server.start(timeout=900)
+    except ServeStartError as exc:
+        _vllm_unavailable(str(exc))
+    try:
+        yield VLLMTestServer(server.spec, server.base_url, server.name, server.log)
     finally:
-        process.send_signal(signal.SIGINT)  # Ctrl-C, as a user stops it
-        # (were the CLI killed instead, vLLM would still end: it gets SIGTERM when its
-        # parent dies)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        server.stop()  # Ctrl-C, as a user stops it

@@ -19,6 +19,7 @@ from rag_position.errors import BackendError, BackendUnavailableError, ContextLe
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.protocols import SpanScore
 from rag_position.models.transformers_backend import TransformersModel
+from rag_position.testing._faults import CHAT_BREAKS, COMPLETION_BREAKS, SCORING_BREAKS
 from rag_position.testing._openai_payloads import JSON, n_tokens
 from rag_position.testing.openai_double import BREAKS, ModelServer, OpenAIHandler, serve
 
@@ -29,22 +30,6 @@ PROMPT = (
     "Question: what is the capital of France?\nAnswer:"
 )
 SPAN = (PROMPT.index("Question:"), len(PROMPT))
-
-# which request each break is made on
-GENERATION_BREAKS = ("truncated-json", "html", "not-an-object", "null-text", "no-choices")
-CHAT_BREAKS = ("null-content", "no-choices", "truncated-json")
-SCORING_BREAKS = (
-    "truncated-json",
-    "html",
-    "null-text",
-    "no-choices",
-    "nan-logprob",
-    "null-logprob",
-    "short-logprobs",
-    "short-offsets",
-    "short-arrays",
-)
-
 
 @pytest.fixture(scope="module")
 def server(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
@@ -59,11 +44,11 @@ def _client(srv: ModelServer, **kwargs: object) -> OpenAICompatibleModel:
 
 
 def test_every_break_is_exercised() -> None:
-    used = {*GENERATION_BREAKS, *CHAT_BREAKS, *SCORING_BREAKS, "trickle", "hang", "no-usage"}
+    used = {*COMPLETION_BREAKS, *CHAT_BREAKS, *SCORING_BREAKS, "trickle", "hang", "no-usage"}
     assert used == set(BREAKS)
 
 
-@pytest.mark.parametrize("kind", GENERATION_BREAKS)
+@pytest.mark.parametrize("kind", COMPLETION_BREAKS)
 def test_a_broken_completion_is_retried_then_reported(server: ModelServer, kind: str) -> None:
     remote = _client(server, chat_template=False, max_retries=1)
     want = remote.generate([PROMPT], max_new_tokens=4)

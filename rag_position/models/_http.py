@@ -102,7 +102,10 @@ class _Reply:
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
-    loop.run_forever()
+    try:
+        loop.run_forever()
+    finally:  # stopped by _stop: its selector and self-pipe are released now
+        loop.close()
 
 
 def _stop(loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient | None) -> None:
@@ -134,6 +137,7 @@ class JSONClient:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     # ------------------------------------------------------------------ the loop
     def _start(self) -> tuple[asyncio.AbstractEventLoop, httpx.AsyncClient]:
@@ -151,16 +155,19 @@ class JSONClient:
 
                 client = asyncio.run_coroutine_threadsafe(make(), loop).result()
                 self._loop, self._client = loop, client
-                weakref.finalize(self, _stop, loop, client)
+                self._finalizer = weakref.finalize(self, _stop, loop, client)
             return self._loop, self._client
 
     def close(self) -> None:
         """Close the connections and stop the loop thread (a later call starts them again)."""
         with self._lock:
-            loop, client = self._loop, self._client
+            finalizer, self._finalizer = self._finalizer, None
             self._loop = self._client = None
-        if loop is not None:
-            _stop(loop, client)
+        if finalizer is not None:
+            # the finalizer itself, so that it runs once: run again when this object is
+            # collected, it found the loop still stopping, waited 5 s on it and left the
+            # close of the client pending
+            finalizer()
 
     def _send(
         self, method: str, url: str, body: Any, seconds: float

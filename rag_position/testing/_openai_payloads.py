@@ -1,25 +1,28 @@
-"""What the OpenAI-compatible double sends: replies, errors, faults and broken replies.
+"""What the OpenAI-compatible double sends: replies, errors and vLLM's wording.
 
 The server itself is :mod:`rag_position.testing.openai_double`; this module holds what
 it puts on the wire: reply bodies in vLLM's layout (``usage``, completion ``logprobs``),
-OpenAI-style error bodies and vLLM's wording for a prompt over the window, and the
-faults (:class:`Fault`) and broken replies (:class:`Break`, every name in
-:data:`BREAKS`) a test asks for.
+OpenAI-style error bodies and vLLM's wording for a prompt over the window. The faults
+(:class:`Fault`) and broken replies (:class:`Break`, every name in :data:`BREAKS`) a
+test asks for are :mod:`rag_position.testing._faults`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+from collections.abc import Sequence
 
 from rag_position.models.transformers_backend import TransformersModel
+from rag_position.testing._faults import (
+    BODY_BREAKS,
+    BREAKS,
+    JSON,
+    Break,
+    Fault,
+    error_body,
+    send_broken,
+)
 
 DEFAULT_MAX_TOKENS = 16
-JSON = dict[str, Any]
 
 
 class HTTPError(Exception):
@@ -30,95 +33,6 @@ class HTTPError(Exception):
         self.status = status
         self.message = message
         self.type = type_
-
-
-@dataclass(frozen=True)
-class Fault:
-    """An HTTP error to answer with instead of serving (``ModelServer.fail_next``)."""
-
-    status: int
-    retry_after: float | None
-    message: str
-
-
-@dataclass(frozen=True)
-class Break:
-    """A broken reply to send instead of the right one (``ModelServer.break_next``)."""
-
-    kind: str
-    seconds: float
-
-
-def _logprobs_of(body: JSON) -> JSON:
-    lp = body["choices"][0].get("logprobs")
-    if not isinstance(lp, dict):
-        raise ValueError("this break needs a reply with logprobs (a scoring request)")
-    return lp
-
-
-def _set_null_text(body: JSON) -> None:
-    body["choices"][0]["text"] = None
-
-
-def _set_null_content(body: JSON) -> None:
-    body["choices"][0]["message"]["content"] = None
-
-
-def _set_nan_logprob(body: JSON) -> None:
-    values = _logprobs_of(body)["token_logprobs"]
-    values[len(values) // 2] = float("nan")
-
-
-def _set_null_logprob(body: JSON) -> None:
-    values = _logprobs_of(body)["token_logprobs"]
-    values[len(values) // 2] = None
-
-
-def _set_short_logprobs(body: JSON) -> None:
-    lp = _logprobs_of(body)
-    lp["token_logprobs"] = lp["token_logprobs"][: max(1, len(lp["token_logprobs"]) // 2)]
-
-
-def _set_short_offsets(body: JSON) -> None:
-    lp = _logprobs_of(body)
-    lp["text_offset"] = lp["text_offset"][:1]
-
-
-def _set_short_arrays(body: JSON) -> None:
-    """Every array cut to the same shorter length: consistent, but short of the text."""
-    lp = _logprobs_of(body)
-    n = max(1, len(lp["tokens"]) // 2)
-    for name in ("tokens", "token_logprobs", "text_offset", "top_logprobs"):
-        if isinstance(lp.get(name), list):
-            lp[name] = lp[name][:n]
-
-
-def _drop_choices(body: JSON) -> None:
-    body["choices"] = []
-
-
-def _drop_usage(body: JSON) -> None:
-    """A reply without ``usage``: well formed (the field is optional), but the client
-    must then count the prompt's tokens itself."""
-    body.pop("usage", None)
-
-
-BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
-    "null-text": _set_null_text,
-    "null-content": _set_null_content,
-    "nan-logprob": _set_nan_logprob,
-    "null-logprob": _set_null_logprob,
-    "short-logprobs": _set_short_logprobs,
-    "short-offsets": _set_short_offsets,
-    "short-arrays": _set_short_arrays,
-    "no-choices": _drop_choices,
-    "no-usage": _drop_usage,
-}
-BREAKS = ("truncated-json", "html", "not-an-object", *BODY_BREAKS, "trickle", "hang")
-
-
-def error_body(status: int, message: str, type_: str) -> JSON:
-    return {"error": {"message": message, "type": type_, "param": None, "code": status}}
 
 
 def context_message(n_prompt: int, n_new: int, limit: int) -> str:
@@ -148,43 +62,6 @@ def check_window(model: TransformersModel, n_prompt: int, n_new: int, clip: bool
     if clip and n_new > 0 and n_prompt < model.max_context:
         return model.max_context - n_prompt
     raise HTTPError(400, context_message(n_prompt, n_new, model.max_context))
-
-
-def send_broken(handler: BaseHTTPRequestHandler, broken: Break, body: JSON) -> None:
-    """Answer 200 with the reply broken as ``broken.kind`` says (``BREAKS``)."""
-    kind = broken.kind
-    data = json.dumps(body).encode()
-    content_type = "application/json"
-    if kind == "hang":  # headers never come: the client must give up by itself
-        time.sleep(broken.seconds)
-        handler.close_connection = True
-        return
-    if kind == "truncated-json":
-        data = data[: len(data) // 2]
-    elif kind == "html":
-        data, content_type = b"<html><body>502 Bad Gateway</body></html>", "text/html"
-    elif kind == "not-an-object":
-        data = b"[]"
-    elif kind in BODY_BREAKS:
-        BODY_BREAKS[kind](body)
-        data = json.dumps(body).encode()  # NaN is written as the literal NaN
-    elif kind != "trickle":
-        raise ValueError(f"unknown break {kind!r}")
-    handler.send_response(200)
-    handler.send_header("Content-Type", content_type)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    if kind != "trickle":
-        handler.wfile.write(data)
-        return
-    handler.close_connection = True
-    for i in range(len(data)):  # one byte every broken.seconds, to the end
-        try:
-            handler.wfile.write(data[i : i + 1])
-            handler.wfile.flush()
-        except OSError:  # the client gave up
-            return
-        time.sleep(broken.seconds)
 
 
 def message_content(message: JSON) -> str:

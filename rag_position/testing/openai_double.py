@@ -72,29 +72,30 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from rag_position.cost import metered
 from rag_position.errors import ContextLengthError
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing._openai_payloads import (
+from rag_position.testing._faults import (
     BREAKS,
-    DEFAULT_MAX_TOKENS,
     JSON,
-    Break,
-    Fault,
+    InjectingServer,
+    error_body,
+    send_broken,
+    send_fault,
+    send_json,
+)
+from rag_position.testing._openai_payloads import (
+    DEFAULT_MAX_TOKENS,
     HTTPError,
     check_window,
-    error_body,
     logprobs_reply,
     message_content,
     n_tokens,
     prompt_ids,
-    send_broken,
     usage_body,
 )
 
@@ -131,14 +132,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         return body
 
     def send_json(self, status: int, body: JSON, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body, headers)
 
     def send_error_json(
         self, status: int, message: str, type_: str, headers: dict[str, str] | None = None
@@ -162,10 +156,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         self.server.record(method, path)
         fault = self.server.take_fault()
         if fault is not None:
-            headers = {}
-            if fault.retry_after is not None:
-                headers["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
-            self.send_error_json(fault.status, fault.message, "InjectedFault", headers)
+            send_fault(self, fault)
             return
         routes = self._routes()
         route = routes.get((method, path))
@@ -396,18 +387,18 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         return reply
 
 
-class ModelServer(ThreadingHTTPServer):
+class ModelServer(InjectingServer):
     """The OpenAI-compatible server for one local model (see the module docstring).
 
-    Use :func:`serve` to get one already running in a background thread.
+    Use :func:`serve` to get one already running in a background thread. The testing
+    aids (``fail_next``, ``break_next``, ``count``) and the lifecycle (``start``,
+    ``shutdown``, a ``with`` block) are :class:`~rag_position.testing._faults.InjectingServer`'s.
 
     Example:
         >>> with serve(model, port=0) as server:          # port 0: any free port
         ...     print(server.url)
         http://127.0.0.1:40513/v1
     """
-
-    daemon_threads = True
 
     def __init__(
         self,
@@ -423,103 +414,15 @@ class ModelServer(ThreadingHTTPServer):
         super().__init__((host, port), handler)
         self.token_strs = token_strs
         self.clip = clip_to_window
-        self._breaks: deque[Break] = deque()
         self.model_name = name or model.name
         self.raw_model, self.chat_model = _variants(model)
         self.created = int(time.time())
         self.lock = threading.Lock()  # one model: requests that touch it run one at a time
-        self.requests: list[tuple[str, str]] = []  # (method, path) of every request seen
-        self._faults: deque[Fault] = deque()
-        self._state_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         """Base URL for OpenAI clients, e.g. ``http://127.0.0.1:8000/v1``."""
-        host, port = self.server_address[:2]
-        if isinstance(host, bytes):
-            host = host.decode()
-        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        return f"http://{host}:{port}/v1"
-
-    # ------------------------------------------------------------------ testing aids
-    def fail_next(
-        self,
-        n: int,
-        status: int = 500,
-        *,
-        retry_after: float | None = None,
-        message: str = "injected fault",
-    ) -> None:
-        """Testing aid: answer the next ``n`` requests with ``status`` instead of serving them.
-
-        ``retry_after`` (seconds) adds a ``retry-after-ms`` header, which OpenAI clients
-        honour instead of their exponential backoff (keeps retry tests fast).
-        """
-        with self._state_lock:
-            self._faults.extend([Fault(status, retry_after, message)] * n)
-
-    def break_next(self, n: int, kind: str, *, seconds: float = 1.0) -> None:
-        """Testing aid: answer the next ``n`` successful requests with a broken reply.
-
-        ``kind`` is one of ``BREAKS``: ``truncated-json``, ``html``, ``not-an-object``,
-        ``null-text``, ``null-content``, ``nan-logprob``, ``null-logprob``,
-        ``short-logprobs``, ``short-offsets``, ``short-arrays`` (every logprobs array cut
-        alike), ``no-choices`` (a 200 with that body); ``no-usage`` (the right body
-        without ``usage``: well formed, but the client must count the prompt itself);
-        ``trickle`` (the right body, one byte every ``seconds``); ``hang`` (no answer for
-        ``seconds``, then the connection closes).
-        """
-        if kind not in BREAKS:
-            raise ValueError(f"kind must be one of {', '.join(BREAKS)}, got {kind!r}")
-        with self._state_lock:
-            self._breaks.extend([Break(kind, seconds)] * n)
-
-    def take_break(self) -> Break | None:
-        with self._state_lock:
-            return self._breaks.popleft() if self._breaks else None
-
-    def take_fault(self) -> Fault | None:
-        with self._state_lock:
-            return self._faults.popleft() if self._faults else None
-
-    def record(self, method: str, path: str) -> None:
-        with self._state_lock:
-            self.requests.append((method, path))
-
-    def count(self, path: str, method: str = "POST") -> int:
-        """Testing aid: how many requests for ``path`` the server has seen (faults included)."""
-        with self._state_lock:
-            return sum(1 for m, p in self.requests if (m, p) == (method, path))
-
-    # ------------------------------------------------------------------ lifecycle
-    def start(self) -> ModelServer:
-        """Serve in a daemon thread; returns ``self``."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-            )
-            self._thread.start()
-        return self
-
-    def shutdown(self) -> None:
-        """Stop serving (if started) and close the listening socket."""
-        if self._thread is not None:
-            super().shutdown()
-            self._thread.join()
-            self._thread = None
-        self.server_close()
-
-    def __enter__(self) -> ModelServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
+        return self.address + "/v1"
 
 
 def _variants(model: TransformersModel) -> tuple[TransformersModel, TransformersModel | None]:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from li_testkit import DOCS, EchoModel, GoldAtEdgesScorer, WordEmbedder, make_nodes
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import MockLLM
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position import (
@@ -275,3 +276,18 @@ def test_position_aware_retriever_refuses_bad_configuration() -> None:
         PositionAwareRetriever(inner, 3)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="MockLLM"):
         PositionAwareRetriever(inner, "convex_score", scorer=MockLLM())
+
+
+def test_position_aware_retriever_shares_the_wrapped_callback_manager() -> None:
+    """Found by benchmarks/load.py: with a CallbackManager of its own, the wrapper's trace
+    was open whenever the wrapped retriever's began, so LlamaIndex never reset the wrapped
+    one's trace map: an entry more per call, for ever (+1 object a call, measured)."""
+    inner = ListRetriever(make_nodes([0.1, 0.2, 0.3, 0.4]))
+    retriever = PositionAwareRetriever(inner, "edge")
+    for _ in range(20):
+        retriever.retrieve(QUESTION)
+        asyncio.run(retriever.aretrieve(QUESTION))
+    assert len(inner.callback_manager._trace_map) <= 2  # was 40, one a call
+    assert retriever.callback_manager is inner.callback_manager
+    own = CallbackManager()
+    assert PositionAwareRetriever(inner, "edge", callback_manager=own).callback_manager is own

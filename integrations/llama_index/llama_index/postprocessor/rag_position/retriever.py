@@ -9,6 +9,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.settings import Settings
 from llama_index.postprocessor.rag_position import base
 
 from rag_position._integration import check_tuned_strategy, component_rows
@@ -32,7 +33,10 @@ class PositionAwareRetriever(BaseRetriever):
     ``**options`` (e.g. ``scorer=``, ``profile=``); ``"edge"`` when neither it nor
     ``tuned`` is given. The query goes to the strategy, so likelihood-based ones score
     the real question. ``aretrieve`` awaits the wrapped retriever and the strategy's
-    async path.
+    async path. Without ``callback_manager``, the wrapped retriever's is used (else
+    ``Settings.callback_manager``): the events nest in one trace, whose map LlamaIndex
+    resets at each call; with another manager, the wrapped retriever's trace map grows
+    by an entry a call (LlamaIndex resets it only when a trace starts outside any other).
 
     ``tuned``: a tuned file (``rag-position tune --model SPEC --out tuned.json``, read and
     checked now) or its ``rag_position.TunedChoice`` sets the strategy, its options and its
@@ -91,6 +95,9 @@ class PositionAwareRetriever(BaseRetriever):
             )
         self.retriever = retriever
         self.postprocessor = postprocessor
+        if callback_manager is None:  # one manager for both (class doc)
+            callback_manager = getattr(retriever, "callback_manager", None)
+            callback_manager = callback_manager or Settings.callback_manager
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

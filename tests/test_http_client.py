@@ -1,0 +1,44 @@
+"""The ``openai:`` backend's HTTP client (:mod:`rag_position.models._http`) being closed.
+
+Found by ``benchmarks/load.py``: a model closed with ``close()`` and then dropped
+stalled the thread that collected it for 5 s.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+from rag_position.models.openai_backend import OpenAICompatibleModel
+
+
+def test_a_closed_model_is_collected_at_once_and_its_loop_closed() -> None:
+    """``close()`` stopped the client's loop; collecting the model then ran its finalizer,
+    which found the loop still stopping, sent it the client's close, waited 5 s for an
+    answer that never came and left that close pending ("Task was destroyed but it is
+    pending"). The loop itself was never closed."""
+    model = OpenAICompatibleModel("http://127.0.0.1:9/v1", "m")  # nothing is sent
+    loop, _ = model._http._start()
+    start = time.monotonic()
+    model.close()
+    del model
+    gc.collect()
+    assert time.monotonic() - start < 2.0
+    deadline = time.monotonic() + 5
+    while not loop.is_closed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert loop.is_closed()
+
+
+def test_a_closed_model_opens_again_and_closes_again() -> None:
+    model = OpenAICompatibleModel("http://127.0.0.1:9/v1", "m")
+    first, _ = model._http._start()
+    model.close()
+    second, _ = model._http._start()  # the next request starts a new loop
+    assert second is not first and second.is_running()
+    start = time.monotonic()
+    model.close()
+    model.close()  # a second close does nothing
+    del model
+    gc.collect()
+    assert time.monotonic() - start < 2.0
