@@ -31,6 +31,7 @@ PROMPT = (
     "Question: what is the capital of France?\nAnswer:"
 )
 SPAN = (PROMPT.index("Question:"), len(PROMPT))
+Clients = list[OpenAICompatibleModel]
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,31 @@ def proxy(vllm_server: Any) -> Iterator[FaultProxy]:
         yield running
 
 
-def _client(proxy: FaultProxy, vllm_server: Any, **kwargs: Any) -> OpenAICompatibleModel:
+@pytest.fixture(autouse=True)
+def _every_fault_taken(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test uses up what it queues: a fault or break left over (a test that failed
+    half-way, or a break another request took) would fail the next test for nothing."""
+    yield
+    if "proxy" in request.fixturenames:
+        running: FaultProxy = request.getfixturevalue("proxy")
+        left = running.pending()
+        running.clear()
+        assert left == (0, 0), f"(faults, breaks) left queued: {left}"
+
+
+@pytest.fixture
+def clients() -> Iterator[Clients]:
+    made: list[OpenAICompatibleModel] = []
+    yield made
+    for model in made:
+        model.close()
+
+
+def _client(
+    proxy: FaultProxy, vllm_server: Any, made: Clients, **kwargs: Any
+) -> OpenAICompatibleModel:
     remote = OpenAICompatibleModel(proxy.url, vllm_server.name, **kwargs)
+    made.append(remote)
     assert remote.max_context == 4096  # read now, so breaks hit the request under test
     return remote
 
@@ -50,10 +74,14 @@ def test_every_break_is_tried_on_vllm() -> None:
     assert used == set(BREAKS)
 
 
-def test_the_proxy_changes_nothing_it_is_not_told_to(proxy: FaultProxy, vllm_server: Any) -> None:
+def test_the_proxy_changes_nothing_it_is_not_told_to(
+    proxy: FaultProxy, vllm_server: Any, clients: Clients
+) -> None:
     direct = load_model(vllm_server.spec, scoring="echo", chat_template=False)
-    via = _client(proxy, vllm_server, scoring="echo", chat_template=False)
-    assert via.score_spans([PROMPT], [SPAN]) == direct.score_spans([PROMPT], [SPAN])
+    clients.append(direct)
+    via = _client(proxy, vllm_server, clients, scoring="echo", chat_template=False)
+    (a,), (b,) = via.score_spans([PROMPT], [SPAN]), direct.score_spans([PROMPT], [SPAN])
+    assert a.n_tokens == b.n_tokens and a.mean == pytest.approx(b.mean, abs=1e-5)
     assert via.generate([PROMPT], max_new_tokens=6) == direct.generate([PROMPT], max_new_tokens=6)
     assert via.count_tokens(PROMPT) == direct.count_tokens(PROMPT)
     before = proxy.count("/v1/completions")
@@ -61,21 +89,27 @@ def test_the_proxy_changes_nothing_it_is_not_told_to(proxy: FaultProxy, vllm_ser
     assert proxy.count("/v1/completions") == before + 1
 
 
-def test_an_injected_503_is_retried_to_vllm_s_answer(proxy: FaultProxy, vllm_server: Any) -> None:
-    remote = _client(proxy, vllm_server, chat_template=False, max_retries=2)
+def test_an_injected_503_is_retried_to_vllm_s_answer(
+    proxy: FaultProxy, vllm_server: Any, clients: Clients
+) -> None:
+    remote = _client(proxy, vllm_server, clients, chat_template=False, max_retries=2)
     want = remote.generate([PROMPT], max_new_tokens=4)
+    before = proxy.count("/v1/completions")
     proxy.fail_next(2, status=503, retry_after=0.01)
     assert remote.generate([PROMPT], max_new_tokens=4) == want
+    assert proxy.count("/v1/completions") == before + 3  # two faults, then vLLM's answer
 
 
 @pytest.mark.parametrize("kind", COMPLETION_BREAKS)
 def test_a_broken_vllm_completion_is_retried_then_reported(
-    proxy: FaultProxy, vllm_server: Any, kind: str
+    proxy: FaultProxy, vllm_server: Any, clients: Clients, kind: str
 ) -> None:
-    remote = _client(proxy, vllm_server, chat_template=False, max_retries=1)
+    remote = _client(proxy, vllm_server, clients, chat_template=False, max_retries=1)
     want = remote.generate([PROMPT], max_new_tokens=4)
+    before = proxy.count("/v1/completions")
     proxy.break_next(1, kind)
     assert remote.generate([PROMPT], max_new_tokens=4) == want  # retried to vLLM's answer
+    assert proxy.count("/v1/completions") == before + 2
     proxy.break_next(2, kind)
     with pytest.raises(BackendError, match="malformed reply") as info:
         remote.generate([PROMPT], max_new_tokens=4)
@@ -86,9 +120,9 @@ def test_a_broken_vllm_completion_is_retried_then_reported(
 
 @pytest.mark.parametrize("kind", CHAT_BREAKS)
 def test_a_broken_vllm_chat_reply_is_never_an_empty_answer(
-    proxy: FaultProxy, vllm_server: Any, kind: str
+    proxy: FaultProxy, vllm_server: Any, clients: Clients, kind: str
 ) -> None:
-    remote = _client(proxy, vllm_server, chat_template=True, max_retries=0)
+    remote = _client(proxy, vllm_server, clients, chat_template=True, max_retries=0)
     assert remote.generate(["Name a colour."], max_new_tokens=3)[0]
     proxy.break_next(1, kind)
     with pytest.raises(BackendError, match=r"/chat/completions sent a malformed reply") as info:
@@ -99,14 +133,16 @@ def test_a_broken_vllm_chat_reply_is_never_an_empty_answer(
 
 @pytest.mark.parametrize("kind", SCORING_BREAKS)
 def test_a_broken_vllm_scoring_reply_is_never_a_number(
-    proxy: FaultProxy, vllm_server: Any, kind: str
+    proxy: FaultProxy, vllm_server: Any, clients: Clients, kind: str
 ) -> None:
     """``short-arrays`` is the silently wrong score of issue 30, on vLLM's own arrays."""
-    remote = _client(proxy, vllm_server, scoring="echo", max_retries=1)
+    remote = _client(proxy, vllm_server, clients, scoring="echo", max_retries=1)
     (want,) = remote.score_spans([PROMPT], [SPAN])
     assert want.n_tokens > 5
+    before = proxy.count("/v1/completions")
     proxy.break_next(1, kind)
     (got,) = remote.score_spans([PROMPT], [SPAN])
+    assert proxy.count("/v1/completions") == before + 2  # the broken reply, then the retry
     assert got.n_tokens == want.n_tokens
     assert got.mean == pytest.approx(want.mean, abs=1e-5)
     proxy.break_next(2, kind)
@@ -114,8 +150,10 @@ def test_a_broken_vllm_scoring_reply_is_never_a_number(
         remote.score_spans([PROMPT], [SPAN])
 
 
-def test_a_trickled_vllm_reply_ends_at_the_deadline(proxy: FaultProxy, vllm_server: Any) -> None:
-    remote = _client(proxy, vllm_server, chat_template=False, timeout=2.0, max_retries=2)
+def test_a_trickled_vllm_reply_ends_at_the_deadline(
+    proxy: FaultProxy, vllm_server: Any, clients: Clients
+) -> None:
+    remote = _client(proxy, vllm_server, clients, chat_template=False, timeout=2.0, max_retries=2)
     proxy.break_next(1, "trickle", seconds=0.3)
     start = time.monotonic()
     with pytest.raises(BackendUnavailableError, match=r"deadline timeout=2\.0s") as info:
@@ -125,9 +163,9 @@ def test_a_trickled_vllm_reply_ends_at_the_deadline(proxy: FaultProxy, vllm_serv
 
 
 def test_a_vllm_reply_that_never_comes_ends_at_the_deadline(
-    proxy: FaultProxy, vllm_server: Any
+    proxy: FaultProxy, vllm_server: Any, clients: Clients
 ) -> None:
-    remote = _client(proxy, vllm_server, scoring="echo", timeout=1.0, max_retries=3)
+    remote = _client(proxy, vllm_server, clients, scoring="echo", timeout=1.0, max_retries=3)
     proxy.break_next(1, "hang", seconds=4.0)
     start = time.monotonic()
     with pytest.raises(BackendUnavailableError, match=r"within the deadline timeout=1\.0s"):
@@ -137,17 +175,17 @@ def test_a_vllm_reply_that_never_comes_ends_at_the_deadline(
 
 @pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
 def test_a_generation_vllm_clipped_without_usage_is_counted_and_refused(
-    proxy: FaultProxy, vllm_server: Any, chat: bool
+    proxy: FaultProxy, vllm_server: Any, clients: Clients, chat: bool
 ) -> None:
     """vLLM shortens max_tokens to fit its window; with ``usage`` gone, the client asks
     vLLM's ``/tokenize`` for the prompt's length and refuses the clipped answer."""
-    remote = _client(proxy, vllm_server, chat_template=chat, max_retries=0)
+    remote = _client(proxy, vllm_server, clients, chat_template=chat, max_retries=0)
     long = "word " * 3900
     before = proxy.count("/tokenize")
     proxy.break_next(1, "no-usage")
     with pytest.raises(ContextLengthError, match="plus max_new_tokens=400") as info:
         remote.generate([long], max_new_tokens=400)
-    assert info.value.limit == 4096 and 4096 < info.value.n_tokens < 3900 + 400 + 50
+    assert info.value.limit == 4096 and 4096 < info.value.n_tokens < 3900 + 400 + 100
     assert proxy.count("/tokenize") == before + 1  # vLLM counted the prompt
     want = remote.generate([PROMPT], max_new_tokens=4)
     proxy.break_next(1, "no-usage")

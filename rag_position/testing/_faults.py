@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, TypeVar
 
 JSON = dict[str, Any]
+_S = TypeVar("_S", bound="InjectingServer")
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,14 @@ def send_broken(handler: BaseHTTPRequestHandler, broken: Break, body: JSON) -> N
     elif kind == "not-an-object":
         data = b"[]"
     elif kind in BODY_BREAKS:
-        BODY_BREAKS[kind](body)
+        try:
+            BODY_BREAKS[kind](body)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            # the break does not apply to this reply (another endpoint's, say): say so
+            # rather than drop the connection, which a client retries without a trace
+            message = f"injected break {kind!r} does not fit the reply of {handler.path}: {exc!r}"
+            send_json(handler, 500, error_body(500, message, "InjectedBreakMismatch"))
+            return
         data = json.dumps(body).encode()  # NaN is written as the literal NaN
     elif kind != "trickle":
         raise ValueError(f"unknown break {kind!r}")
@@ -182,13 +190,17 @@ def send_json(
     handler.wfile.write(data)
 
 
+def fault_headers(fault: Fault) -> dict[str, str]:
+    """The fault's ``retry-after-ms`` header, where it has a wait."""
+    if fault.retry_after is None:
+        return {}
+    return {"retry-after-ms": str(max(1, round(fault.retry_after * 1000)))}
+
+
 def send_fault(handler: BaseHTTPRequestHandler, fault: Fault) -> None:
     """Answer with the fault's HTTP error (and ``retry-after-ms`` where it has one)."""
-    headers = {}
-    if fault.retry_after is not None:
-        headers["retry-after-ms"] = str(max(1, round(fault.retry_after * 1000)))
     body = error_body(fault.status, fault.message, "InjectedFault")
-    send_json(handler, fault.status, body, headers)
+    send_json(handler, fault.status, body, fault_headers(fault))
 
 
 class InjectingServer(ThreadingHTTPServer):
@@ -261,6 +273,17 @@ class InjectingServer(ThreadingHTTPServer):
         with self._state_lock:
             return self._faults.popleft() if self._faults else None
 
+    def pending(self) -> tuple[int, int]:
+        """Testing aid: (faults, breaks) queued and not yet taken."""
+        with self._state_lock:
+            return len(self._faults), len(self._breaks)
+
+    def clear(self) -> None:
+        """Testing aid: drop every queued fault and break."""
+        with self._state_lock:
+            self._faults.clear()
+            self._breaks.clear()
+
     def record(self, method: str, path: str) -> None:
         with self._state_lock:
             self.requests.append((method, path))
@@ -271,7 +294,7 @@ class InjectingServer(ThreadingHTTPServer):
             return sum(1 for m, p in self.requests if (m, p) == (method, path))
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> Self:
+    def start(self: _S) -> _S:
         """Serve in a daemon thread; returns ``self``."""
         if self._thread is None:
             self._thread = threading.Thread(
@@ -288,7 +311,7 @@ class InjectingServer(ThreadingHTTPServer):
             self._thread = None
         self.server_close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _S) -> _S:
         return self
 
     def __exit__(
@@ -311,6 +334,7 @@ __all__ = [
     "Fault",
     "InjectingServer",
     "error_body",
+    "fault_headers",
     "send_broken",
     "send_fault",
     "send_json",

@@ -58,7 +58,17 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         logger.debug("%s " + format, self.address_string(), *args)
 
     def _forward(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            self.close_connection = True
+            send_json(self, 400, error_body(400, "a bad Content-Length", "BadRequestError"))
+            return
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            message = "the proxy reads request bodies by Content-Length only"
+            send_json(self, 411, error_body(411, message, "LengthRequired"))
+            return
         raw = self.rfile.read(length) if length > 0 else b""
         self.server.record(method, self.path.split("?", 1)[0].rstrip("/") or "/")
         fault = self.server.take_fault()
@@ -67,45 +77,62 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         try:
             status, headers, data = self.server.ask_upstream(method, self.path, raw, self.headers)
-        except OSError as exc:
-            message = f"the proxy could not reach {self.server.upstream}: {exc}"
-            send_json(self, 502, error_body(502, message, "BadGateway"))
+        except (OSError, http.client.HTTPException) as exc:
+            late = isinstance(exc, TimeoutError)
+            message = f"the proxy got no answer from {self.server.upstream}: {exc!r}"
+            status = 504 if late else 502
+            send_json(self, status, error_body(status, message, "BadGateway"))
             return
         if status == 200 and headers.get("Content-Type", "").startswith("application/json"):
             broken = self.server.take_break()
             if broken is not None:
-                send_broken(self, broken, json.loads(data))
+                try:
+                    body = json.loads(data)
+                except ValueError as exc:
+                    message = f"the upstream's reply of {self.path} is not JSON: {exc}"
+                    send_json(self, 500, error_body(500, message, "InjectedBreakMismatch"))
+                    return
+                send_broken(self, broken, body)
                 return
         self._send(status, headers, data)
 
     def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up
+            self.close_connection = True
 
 
 class FaultProxy(InjectingServer):
     """The proxy (see the module docstring): ``upstream`` is the server's base URL.
 
     ``url`` is the proxy's base URL, with the upstream's path (``http://127.0.0.1:PORT/v1``):
-    point the client there. ``timeout`` bounds each upstream request, in seconds.
+    point the client there. ``upstream_timeout`` bounds each upstream request, in seconds
+    (no answer in time: a 504).
     The testing aids (``fail_next``, ``break_next``, ``count``) and the lifecycle
     (``start``, ``shutdown``, a ``with`` block) are
     :class:`~rag_position.testing._faults.InjectingServer`'s.
     """
 
     def __init__(
-        self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, timeout: float = 600.0
+        self,
+        upstream: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        upstream_timeout: float = 600.0,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname or parts.port is None:
             raise ValueError(f"upstream must be http://HOST:PORT[/PATH], got {upstream!r}")
         super().__init__((host, port), _ProxyHandler)
         self.upstream = upstream.rstrip("/")
-        self.timeout = timeout
+        self.upstream_timeout = upstream_timeout
         self._upstream_host, self._upstream_port = parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
 
@@ -119,7 +146,7 @@ class FaultProxy(InjectingServer):
     ) -> tuple[int, dict[str, str], bytes]:
         """Send one request upstream: its status, the headers passed back, and its body."""
         connection = http.client.HTTPConnection(
-            self._upstream_host, self._upstream_port, timeout=self.timeout
+            self._upstream_host, self._upstream_port, timeout=self.upstream_timeout
         )
         try:
             sent = {k: headers[k] for k in _PASSED_HEADERS if headers.get(k)}

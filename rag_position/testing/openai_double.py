@@ -84,8 +84,8 @@ from rag_position.testing._faults import (
     JSON,
     InjectingServer,
     error_body,
+    fault_headers,
     send_broken,
-    send_fault,
     send_json,
 )
 from rag_position.testing._openai_payloads import (
@@ -156,7 +156,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         self.server.record(method, path)
         fault = self.server.take_fault()
         if fault is not None:
-            send_fault(self, fault)
+            self.send_error_json(fault.status, fault.message, "InjectedFault", fault_headers(fault))
             return
         routes = self._routes()
         route = routes.get((method, path))

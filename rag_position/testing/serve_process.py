@@ -76,8 +76,12 @@ class ServeProcess:
 
         threading.Thread(target=read, daemon=True).start()
         deadline = time.monotonic() + timeout
-        while not found and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
+        try:
+            while not found and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C while waiting: its own session never gets it
+            self.stop()
+            raise
         if not found:
             status = process.poll()
             self.stop()
