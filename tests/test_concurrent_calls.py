@@ -1,0 +1,179 @@
+"""Many pipeline calls at once: each gets its own passages, order, scores and cost.
+
+Users put the position-aware retrievers in web services, where requests overlap through
+LangChain's ``ainvoke`` and LlamaIndex's ``aretrieve``/``aquery``. This is the
+correctness half of ``benchmarks/load.py`` (which also measures throughput and memory,
+against vLLM): every call made while 17 others are in flight must return exactly what
+the same call returns alone (the double answers one request at a time, so the scores
+are bit-identical), with the cost metered inside the call its own, and the shared
+input documents and nodes unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever as LCBaseRetriever
+from langchain_rag_position import PositionAwareRetriever as LCRetriever
+from llama_index.core.base.base_retriever import BaseRetriever as LIBaseRetriever
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.postprocessor.rag_position import PositionAwareRetriever as LIRetriever
+
+from rag_position.cost import metered
+from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
+from rag_position.models.transformers_backend import TransformersModel
+from rag_position.testing.openai_double import ModelServer, serve
+
+pytestmark = pytest.mark.slow
+
+QUERIES = 6  # distinct questions, each with its own 3 passages
+REPEATS = 3  # each asked this often at once: 18 calls in flight
+Call = Callable[[int], Awaitable[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def double(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
+    with serve(embedded_fp32) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[str], list[list[tuple[str, str]]]]:
+    """The first QUERIES questions, each with its gold passage and the next two questions'
+    gold passages (title, text cut to 40 words): short, so a call scores in milliseconds."""
+    records = load_qa(default_data_dir() / ORACLE_FILE, limit=QUERIES + 2)
+    gold = [(r.passages[0].title, " ".join(r.passages[0].text.split()[:40])) for r in records]
+    return [r.question for r in records[:QUERIES]], [gold[i : i + 3] for i in range(QUERIES)]
+
+
+def _spec(srv: ModelServer) -> str:
+    return f"openai:{srv.url}/{srv.model_name}"
+
+
+def _langchain(srv: ModelServer, corpus: Any) -> tuple[Call, Callable[[], str]]:
+    questions, passages = corpus
+    shared = {
+        q: [
+            Document(page_content=text, metadata={"title": title, "n": j}, id=f"d{i}-{j}")
+            for j, (title, text) in enumerate(passages[i])
+        ]
+        for i, q in enumerate(questions)
+    }
+
+    class Fixed(LCBaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return list(shared[query])
+
+        async def _aget_relevant_documents(
+            self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return list(shared[query])
+
+    retriever = LCRetriever(
+        retriever=Fixed(),
+        strategy="passage_likelihood",
+        scorer=_spec(srv),
+        strategy_options={"scorer_kwargs": {"chat_template": False}},
+    )
+
+    async def call(q: int) -> dict[str, Any]:
+        with metered() as tally:
+            docs = await retriever.ainvoke(questions[q])
+        return {
+            "ids": [d.id for d in docs],
+            "texts": [d.page_content for d in docs],
+            "metadata": [d.metadata for d in docs],
+            "cost": (tally.total.lm_calls, tally.total.prompt_tokens),
+        }
+
+    def state() -> str:
+        return json.dumps([[d.id, d.page_content, d.metadata] for v in shared.values() for d in v])
+
+    return call, state
+
+
+def _llama_index(srv: ModelServer, corpus: Any, query: bool) -> tuple[Call, Callable[[], str]]:
+    questions, passages = corpus
+    shared = {
+        q: [
+            TextNode(text=text, id_=f"n{i}-{j}", metadata={"title": title, "n": j})
+            for j, (title, text) in enumerate(passages[i])
+        ]
+        for i, q in enumerate(questions)
+    }
+
+    class Fixed(LIBaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            nodes = shared[query_bundle.query_str]
+            return [NodeWithScore(node=n, score=1.0 - 0.1 * j) for j, n in enumerate(nodes)]
+
+    retriever = LIRetriever(
+        Fixed(), "passage_likelihood", scorer=_spec(srv), scorer_kwargs={"chat_template": False}
+    )
+    engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=4))
+
+    async def call(q: int) -> dict[str, Any]:
+        with metered() as tally:
+            if query:
+                nodes = (await engine.aquery(questions[q])).source_nodes
+            else:
+                nodes = await retriever.aretrieve(questions[q])
+        return {
+            "ids": [n.node.node_id for n in nodes],
+            "texts": [n.node.get_content() for n in nodes],
+            "metadata": [dict(n.node.metadata) for n in nodes],
+            "scores": [n.score for n in nodes],
+            "cost": (tally.total.lm_calls, tally.total.prompt_tokens),
+        }
+
+    def state() -> str:
+        return json.dumps(
+            [[n.node_id, n.text, n.metadata] for v in shared.values() for n in v], default=str
+        )
+
+    return call, state
+
+
+def _check_overlapping_calls(call: Call, state: Callable[[], str]) -> None:
+    before = state()
+
+    async def alone() -> list[dict[str, Any]]:
+        return [await call(q) for q in range(QUERIES)]
+
+    async def at_once() -> list[dict[str, Any]]:
+        order = [q for _ in range(REPEATS) for q in range(QUERIES)]
+        return list(await asyncio.gather(*(call(q) for q in order)))
+
+    reference = asyncio.run(alone())
+    assert all(r["cost"] == (3, r["cost"][1]) and r["cost"][1] > 0 for r in reference)
+    assert len({json.dumps(r["ids"]) for r in reference}) == QUERIES  # each its own passages
+    overlapped = asyncio.run(at_once())
+    for i, got in enumerate(overlapped):
+        assert got == reference[i % QUERIES], f"call {i} (question {i % QUERIES})"
+    assert state() == before  # no shared document or node was written on
+
+
+def test_langchain_ainvoke_calls_at_once_get_their_own_results(
+    double: ModelServer, corpus: Any
+) -> None:
+    _check_overlapping_calls(*_langchain(double, corpus))
+
+
+@pytest.mark.parametrize("query", [False, True], ids=["aretrieve", "aquery"])
+def test_llama_index_calls_at_once_get_their_own_results(
+    double: ModelServer, corpus: Any, query: bool
+) -> None:
+    _check_overlapping_calls(*_llama_index(double, corpus, query))
