@@ -46,7 +46,8 @@ and at the end (target: within 10%).
 
 Traffic goes only to the servers started here, on 127.0.0.1. ``--time-limit`` bounds
 the whole run: a phase that would start after it is skipped (and said so), and a
-watchdog ends the process (servers stopped) 120 s after it.
+watchdog ends the process (servers stopped) 120 s after it. The exit status is 1 when a
+target is missed (the summary's ``targets_missed`` says which), 3 when the watchdog ends it.
 """
 
 from __future__ import annotations
@@ -1024,6 +1025,19 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
         "ratio_vs_direct_batch_at_least": 0.8,
         "memory_growth_within": 0.10,
     }
+    ratios = [v for key in out if key.endswith("_ratio_vs_direct_batch") for v in out[key].values()]
+    missed = []
+    if mismatches:
+        missed.append(f"{mismatches} mismatches")
+    if hung:
+        missed.append(f"{hung} hung calls")
+    if out["inputs_untouched"] is False:
+        missed.append("a shared input document or node was changed")
+    if any(r < 0.8 for r in ratios):
+        missed.append(f"throughput ratio {min(ratios)} < 0.8")
+    if memory.get("growth") is not None and memory["growth"] > 0.10:
+        missed.append(f"memory growth {memory['growth']:.1%} > 10%")
+    out["targets_missed"] = missed  # the exit status is 1 when any is
     return out
 
 
@@ -1146,6 +1160,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(json.dumps(report["summary"], indent=2), flush=True)
+    if report["summary"]["targets_missed"]:
+        print("targets missed: " + "; ".join(report["summary"]["targets_missed"]), file=sys.stderr)
+        return 1
     return 0
 
 
