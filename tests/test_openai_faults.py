@@ -31,6 +31,7 @@ PROMPT = (
 )
 SPAN = (PROMPT.index("Question:"), len(PROMPT))
 
+
 @pytest.fixture(scope="module")
 def server(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
     with serve(embedded_fp32) as srv:
