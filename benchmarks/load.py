@@ -483,7 +483,7 @@ def serve_double(model_kind: str, seed: int) -> int:
     import torch
 
     from rag_position.models.transformers_backend import TransformersModel
-    from rag_position.testing._openai_payloads import BREAKS
+    from rag_position.testing._faults import BREAKS
     from rag_position.testing.openai_double import ModelServer, OpenAIHandler
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))

@@ -158,7 +158,7 @@ def _check_overlapping_calls(call: Call, state: Callable[[], str]) -> None:
         return list(await asyncio.gather(*(call(q) for q in order)))
 
     reference = asyncio.run(alone())
-    assert all(r["cost"] == (3, r["cost"][1]) and r["cost"][1] > 0 for r in reference)
+    assert all(r["cost"][0] == 3 and r["cost"][1] > 0 for r in reference)  # 3 passages scored
     assert len({json.dumps(r["ids"]) for r in reference}) == QUERIES  # each its own passages
     overlapped = asyncio.run(at_once())
     for i, got in enumerate(overlapped):

@@ -1,10 +1,9 @@
 """What the OpenAI-compatible double sends: replies, errors and vLLM's wording.
 
 The server itself is :mod:`rag_position.testing.openai_double`; this module holds what
-it puts on the wire: reply bodies in vLLM's layout (``usage``, completion ``logprobs``),
-OpenAI-style error bodies and vLLM's wording for a prompt over the window. The faults
-(:class:`Fault`) and broken replies (:class:`Break`, every name in :data:`BREAKS`) a
-test asks for are :mod:`rag_position.testing._faults`'s, re-exported here.
+it puts on the wire: reply bodies in vLLM's layout (``usage``, completion ``logprobs``)
+and vLLM's wording for a prompt over the window. The faults and broken replies a test
+asks for, and the error bodies, are in :mod:`rag_position.testing._faults`.
 """
 
 from __future__ import annotations
@@ -12,15 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing._faults import (
-    BODY_BREAKS,
-    BREAKS,
-    JSON,
-    Break,
-    Fault,
-    error_body,
-    send_broken,
-)
+from rag_position.testing._faults import JSON
 
 DEFAULT_MAX_TOKENS = 16
 
@@ -115,20 +106,14 @@ def logprobs_reply(model: TransformersModel, prompt: str, completion: str, echo:
 
 
 __all__ = [
-    "BODY_BREAKS",
-    "BREAKS",
     "DEFAULT_MAX_TOKENS",
     "JSON",
-    "Break",
-    "Fault",
     "HTTPError",
     "check_window",
     "context_message",
-    "error_body",
     "logprobs_reply",
     "message_content",
     "n_tokens",
     "prompt_ids",
-    "send_broken",
     "usage_body",
 ]

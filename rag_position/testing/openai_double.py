@@ -12,8 +12,10 @@ a reply trickled a byte at a time, or none at all; or a well-formed reply withou
 vLLM does, a ``handler=`` subclass alters replies (missing log-probabilities, a
 refused ``max_tokens=0``, several models), and ``count`` says how many requests a
 path saw. The tests of the ``openai:`` backend against vLLM itself
-are in ``tests/test_vllm_server.py``. The reply and error bodies, faults and broken
-replies it sends are built in :mod:`rag_position.testing._openai_payloads`.
+are in ``tests/test_vllm_server.py``, and the same faults in front of vLLM are
+:mod:`rag_position.testing.fault_proxy`'s. The reply bodies it sends are built in
+:mod:`rag_position.testing._openai_payloads`, the faults and broken replies in
+:mod:`rag_position.testing._faults`.
 
 It speaks the subset of vLLM's OpenAI-compatible API that rag-position uses:
 
