@@ -126,7 +126,7 @@ def test_eval_empty_out_is_refused_and_the_current_folder_untouched(
 
 
 @pytest.mark.parametrize(
-    "flag", ["--batch-size", "--questions", "--max-new-tokens", "--concurrency"]
+    "flag", ["--batch-size", "--questions", "--max-new-tokens", "--concurrency", "--workers"]
 )
 @pytest.mark.parametrize("value", ["0", "-2", "two"])
 def test_eval_counts_below_one_are_refused(

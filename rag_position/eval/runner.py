@@ -11,7 +11,9 @@ one task is the same prompt as gold at 0 in another) is not generated again.
 Concurrency for remote backends: a model with a ``concurrency`` attribute (the
 OpenAI-compatible backend) is given ``--concurrency`` for the run and chunks of at
 least that size; any other model gets up to ``concurrency`` chunks in flight on
-threads. Local models should run with ``concurrency=1``.
+threads. Local models run with ``concurrency=1`` and, on a CPU, in ``workers`` forked
+processes (default: one per torch thread, each running one thread;
+:mod:`rag_position.eval._workers`).
 
 Costs per prediction: what preparing spent (reported by the strategy), plus one LM
 call, the prompt and generated tokens as the model's ``count_tokens`` counts them
@@ -34,6 +36,7 @@ from tqdm.auto import tqdm
 
 from rag_position.cost import Cost, spent_or_sent
 from rag_position.data import best_subspan_em
+from rag_position.eval._workers import auto_workers, check_workers, run_forked
 from rag_position.eval.common import (
     Decoding,
     EvalConfigError,
@@ -77,6 +80,7 @@ def run_jobs(
     batch_size: int | None = None,
     concurrency: int = 1,
     shard: tuple[int, int] | None = None,
+    workers: int | None = 1,
     progress: bool | None = None,
     desc: str = "eval",
 ) -> list[dict[str, Any]]:
@@ -92,6 +96,11 @@ def run_jobs(
     Each instance's jobs stay in one share. n processes (or machines) with k = 1..n,
     each writing its own folder, split one run; concatenating their prediction files
     into one folder and rerunning without ``shard`` then only writes the report.
+
+    ``workers`` (local models; ``None``: :func:`~rag_position.eval._workers.auto_workers`,
+    one per torch thread on a CPU) runs the chunks in that many forked processes of one
+    thread each (:mod:`rag_position.eval._workers`); the file gets the records, in the
+    same order, that one process on one thread writes.
 
     Example::
 
@@ -111,6 +120,7 @@ def run_jobs(
             "--concurrency is for remote backends; a local model runs one request at a time "
             "(use --batch-size to batch its prompts)"
         )
+    workers = check_workers(auto_workers(model) if workers is None else workers, model)
     seen: set[str] = set()
     for job in jobs:
         if job.key.as_str() in seen:
@@ -141,7 +151,12 @@ def run_jobs(
     done = 0
     try:
         with bar, _backend_concurrency(model, concurrency):
-            if concurrency == 1 or hasattr(model, "concurrency"):
+            if workers > 1 and len(chunks) > 1:
+                for records in run_forked(work, [[jobs[i] for i in c] for c in chunks], workers):
+                    store.append(records)
+                    done += len(records)
+                    bar.update(len(records))
+            elif concurrency == 1 or hasattr(model, "concurrency"):
                 for chunk in chunks:
                     store.append(work([jobs[i] for i in chunk]))
                     done += len(chunk)
@@ -361,6 +376,7 @@ class RunContext:
     batch_size: int = 8
     concurrency: int = 1
     shard: tuple[int, int] | None = None
+    workers: int = 1
     progress: bool | None = None
 
     @property
@@ -391,6 +407,7 @@ class RunContext:
             batch_size=self.batch_size,
             concurrency=self.concurrency,
             shard=self.shard,
+            workers=self.workers,
             progress=self.progress,
             desc=desc,
         )

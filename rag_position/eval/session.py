@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
+from rag_position.eval._workers import auto_workers, check_workers
 from rag_position.eval.common import Decoding, answer_stop, check_out_folder
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
@@ -26,11 +27,14 @@ def open_context(
     batch_size: int | None = None,
     concurrency: int = 1,
     shard: tuple[int, int] | None = None,
+    workers: int | None = 1,
     progress: bool | None = None,
 ) -> RunContext:
     """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present).
 
     ``shard=(k, n)`` runs only the k-th of n shares of the questions (see :func:`run_jobs`).
+    ``workers`` (``None``: one per torch thread for a local model on a CPU) runs the
+    model's chunks in that many forked processes (see :func:`run_jobs`).
 
     Example::
 
@@ -50,6 +54,7 @@ def open_context(
         batch_size=batch_size or default_batch_size(model),
         concurrency=concurrency,
         shard=check_shard(shard),
+        workers=check_workers(auto_workers(model) if workers is None else workers, model),
         progress=progress,
     )
 
@@ -69,6 +74,7 @@ def finish(
         "seed": ctx.seed,
         "batch size": ctx.batch_size,
         "concurrency": ctx.concurrency,
+        "workers": ctx.workers,
         "rag-position": __version__,
         "python": platform.python_version(),
     }

@@ -2,7 +2,7 @@
 
 A :class:`TaskSpec` names a task (its ``rag-position eval`` name and help) and lists
 its own :class:`Param` s; the parameters every task shares (:data:`COMMON`:
-questions, data, seed, out, max_new_tokens, batch_size, concurrency, shard,
+questions, data, seed, out, max_new_tokens, batch_size, concurrency, workers, shard,
 progress, command) are declared here, once. :meth:`TaskSpec.task` turns the
 function doing a task's own work on a :class:`TaskRun` into the public
 ``run_<task>(model, **params)``. From a spec come:
@@ -233,6 +233,14 @@ COMMON: tuple[Param, ...] = (
         recorded=False,
     ),
     Param(
+        "workers",
+        None,
+        "processes for a local model (default on a CPU: one per torch thread)",
+        "--workers",
+        {"type": positive_int},
+        recorded=False,
+    ),
+    Param(
         "shard",
         None,
         "only the K-th of N shares of the questions (split a run; see docs/eval.md)",
@@ -416,6 +424,7 @@ class TaskRun:
             batch_size=v["batch_size"],
             concurrency=v["concurrency"],
             shard=v["shard"],
+            workers=v["workers"],
             progress=v["progress"],
         )
         self._mark(ctx, self["command"] or self.spec.call(ctx.label, v))

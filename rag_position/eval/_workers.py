@@ -1,0 +1,213 @@
+"""Worker processes for a local model: the run's chunks on forked copies of the process.
+
+A local model on a CPU decodes a few prompts at a time, steps too small for several
+threads to share: two threads gave 1.4 times one thread's speed on the 2-core machine
+of docs/measurements.md. Processes of one thread each share nothing. Each worker is a
+fork of the running process, made when the run starts: it inherits the loaded model
+(its weights are shared, copy-on-write, not copied) and the jobs, closures included,
+so nothing is pickled but each chunk's index on the way in and its records on the way
+out. The parent alone writes the prediction file, chunk by chunk in job order: a run
+with workers writes what the same run on one thread writes (a different thread count
+changes the low bits of the arithmetic, and so can change a greedy answer), and
+resumes the same.
+
+Linux only (``fork``); elsewhere ``workers`` must be 1.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rag_position.eval.common import EvalConfigError
+
+Records = list[dict[str, Any]]
+
+_TASK: tuple[Callable[[Any], Records], Sequence[Any]] | None = None
+"""What the forked workers run: set just before they fork, read only in them."""
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An error raised in a worker, brought back as text (an exception object may not
+    pickle, and its type may matter less than what it says)."""
+
+    kind: str
+    message: str
+    trace: str
+    pid: int
+
+
+class _RemoteTraceback(Exception):
+    """The worker's traceback, chained under :class:`WorkerError` (as
+    :mod:`concurrent.futures` chains one)."""
+
+    def __str__(self) -> str:
+        return f"\n{self.args[0]}"
+
+
+class WorkerError(RuntimeError):
+    """A chunk failed in a worker process: the worker's error type and message (its
+    traceback is chained as the cause)."""
+
+
+def can_fork() -> bool:
+    """Whether this platform can fork worker processes (Linux: yes)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def check_workers(workers: int, model: Any) -> int:
+    """``workers`` checked against the model and the platform.
+
+    Example:
+        >>> check_workers(1, object())
+        1
+        >>> class Remote:
+        ...     concurrency = 8
+        >>> check_workers(2, Remote())
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --workers is for a local model; a server's model takes --concurrency (requests in flight)
+    """  # noqa: E501
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise EvalConfigError(f"--workers must be an integer >= 1, got {workers!r}")
+    if workers == 1:
+        return 1
+    if hasattr(model, "concurrency"):
+        raise EvalConfigError(
+            "--workers is for a local model; a server's model takes --concurrency "
+            "(requests in flight)"
+        )
+    if not can_fork():
+        raise EvalConfigError(
+            f"--workers {workers} needs fork (Linux); on {sys.platform} run with --workers 1, "
+            "or split the run with --shard over several processes"
+        )
+    return workers
+
+
+def auto_workers(model: Any) -> int:
+    """The default: a local model on a CPU gets one worker per torch thread (each worker
+    then runs one thread); anything else, and a process already held to one thread
+    (``OMP_NUM_THREADS=1``, as when shares run side by side), gets 1.
+
+    Example:
+        >>> auto_workers(object())  # not a local model on a CPU
+        1
+    """
+    device = getattr(model, "device", None)
+    if getattr(device, "type", device) != "cpu" or hasattr(model, "concurrency"):
+        return 1
+    if not can_fork() or "torch" not in sys.modules:
+        return 1
+    import torch
+
+    return max(1, int(torch.get_num_threads()))
+
+
+def run_forked(
+    work: Callable[[Any], Records], chunks: Sequence[Any], workers: int
+) -> Iterator[Records]:
+    """Run ``work`` on each chunk in ``workers`` forked processes; yield the records of
+    each chunk in chunk order as soon as it and those before it are done.
+
+    A failed chunk stops the run: the chunks after it are cancelled, the workers are
+    stopped and :class:`WorkerError` carries the worker's error. The chunks before it
+    have been yielded (the caller has saved them).
+    """
+    global _TASK
+    threads = _threads_each(workers)
+    window = 2 * workers  # chunks in flight: enough to keep every worker busy
+    context = multiprocessing.get_context("fork")
+    _TASK = (work, chunks)
+    try:
+        with _quiet_tokenizers():  # the workers fork at the first submit
+            pool = ProcessPoolExecutor(
+                workers, mp_context=context, initializer=_start_worker, initargs=(threads,)
+            )
+            try:
+                running: dict[int, Future[Records | _Failure]] = {}
+                following = 0
+                for i in range(len(chunks)):
+                    while len(running) < window and following < len(chunks):
+                        running[following] = pool.submit(_run_chunk, following)
+                        following += 1
+                    try:
+                        outcome = running.pop(i).result()
+                    except BrokenProcessPool as exc:
+                        raise WorkerError(
+                            f"a worker process ended without finishing its chunk (killed, or "
+                            f"out of memory?); {workers} workers hold {workers} copies of the "
+                            "model's working memory: --workers 1 needs the least"
+                        ) from exc
+                    if isinstance(outcome, _Failure):
+                        raise WorkerError(
+                            f"{outcome.kind} in worker process {outcome.pid}: {outcome.message}"
+                        ) from _RemoteTraceback(outcome.trace)
+                    yield outcome
+            except BaseException:
+                _stop(pool)
+                raise
+            pool.shutdown(wait=True)
+    finally:
+        _TASK = None
+
+
+def _threads_each(workers: int) -> int | None:
+    """Torch threads per worker: this process's threads shared out, at least 1."""
+    if "torch" not in sys.modules:
+        return None
+    import torch
+
+    return max(1, int(torch.get_num_threads()) // workers)
+
+
+def _start_worker(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _run_chunk(index: int) -> Records | _Failure:
+    assert _TASK is not None, "a worker runs only in a process forked by run_forked"
+    work, chunks = _TASK
+    try:
+        return work(chunks[index])
+    except Exception as exc:
+        return _Failure(type(exc).__name__, str(exc), traceback.format_exc(), os.getpid())
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and stop the workers at once (a failed or interrupted
+    run must not wait for chunks whose records nobody will save)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
+@contextmanager
+def _quiet_tokenizers() -> Iterator[None]:
+    """Hugging Face tokenizers warn in every forked child once the parent has used their
+    threads, and turn them off; turn them off here first, for the workers only."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before

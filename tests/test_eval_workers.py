@@ -1,0 +1,171 @@
+"""``workers``: a local model's chunks in forked processes (``rag_position.eval._workers``).
+
+The embedded model in two workers writes the records one process on one thread writes,
+from processes other than the test's; a failing or dying worker stops the run with the
+chunks before it saved, and the rerun resumes; a server's model is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_eval_runner import Scripted, write_gold_at_file
+
+from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
+from rag_position.eval._workers import auto_workers, can_fork, check_workers
+from rag_position.eval.store import PredictionStore
+
+pytestmark = pytest.mark.skipif(not can_fork(), reason="workers need fork (Linux)")
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
+
+
+@pytest.fixture()
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class PidLogged:
+    """The embedded model, writing the id of the process of each ``generate`` call to a
+    file (a worker's list would stay in the worker); everything else is the model's."""
+
+    def __init__(self, model: Any, log: Path) -> None:
+        self._model = model
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
+        with self._log.open("a") as out:
+            out.write(f"{os.getpid()} {torch.get_num_threads()}\n")
+        return list(self._model.generate(prompts, **kwargs))
+
+
+def _records(folder: Path) -> list[dict[str, Any]]:
+    """The prediction file's records without costs (their seconds differ between runs)."""
+    lines = (folder / "predictions.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("cost")} for line in lines]
+
+
+def test_two_workers_write_what_one_thread_writes(
+    embedded_fp32: Any, tmp_path: Path, one_thread: None
+) -> None:
+    log = tmp_path / "pids.txt"
+    model = PidLogged(embedded_fp32, log)
+    settings: dict[str, Any] = {
+        "questions": 3,
+        "positions": [0, 9],
+        "baselines": False,
+        "batch_size": 2,
+        "max_new_tokens": 12,
+    }
+    run_multidoc(model, out=tmp_path / "one", workers=1, **settings)
+    assert {line.split()[0] for line in log.read_text().splitlines()} == {str(os.getpid())}
+    log.unlink()
+
+    torch.set_num_threads(2)  # the workers share these out: one thread each
+    run_multidoc(model, out=tmp_path / "two", workers=2, **settings)
+    calls = [line.split() for line in log.read_text().splitlines()]
+    pids = {pid for pid, _ in calls}
+    assert str(os.getpid()) not in pids and len(pids) == 2, calls  # both workers generated
+    assert {threads for _, threads in calls} == {"1"}
+    assert len(_records(tmp_path / "two")) == 6
+    assert _records(tmp_path / "two") == _records(tmp_path / "one")
+    report = (tmp_path / "two" / "report.md").read_text()
+    assert "| workers | 2 |" in report
+
+
+class FailsOn(Scripted):
+    """The scripted model, failing on one question's prompts, or ending its process there
+    (a worker killed by the system)."""
+
+    def __init__(self, question: int, *, die: bool = False) -> None:
+        super().__init__()
+        self.question, self.die = question, die
+
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
+        if any(f"Question: question {self.question}?" in p for p in prompts):
+            if self.die:
+                os._exit(3)
+            raise RuntimeError(f"scripted failure on question {self.question}")
+        return super().generate(prompts, **kwargs)
+
+
+@pytest.mark.parametrize("die", [False, True], ids=["raises", "dies"])
+def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(
+    data: Path, tmp_path: Path, die: bool
+) -> None:
+    whole = run_multidoc(Scripted(), data=data, questions=None, out=tmp_path / "whole")
+    out = tmp_path / "cut"
+    with pytest.raises(EvalRunError, match="rerun the same command") as err:
+        run_multidoc(
+            FailsOn(7, die=die), data=data, questions=None, out=out, batch_size=5, workers=2
+        )
+    if die:
+        assert "worker process ended without finishing its chunk" in str(err.value)
+    else:
+        assert "scripted failure on question 7" in str(err.value)
+        assert "in worker process" in str(err.value)
+        assert "scripted failure" in str(err.value.__cause__.__cause__)  # the worker's traceback
+    # jobs go question by question, 5 per question (3 positions, closed book, oracle):
+    # the chunks before question 7's (the 8th) are saved, in order
+    saved = PredictionStore(out / "predictions.jsonl")
+    assert len(saved) == 7 * 5
+    instances = [r["instance"] for r in _raw(out)]
+    assert instances == sorted(instances, key=lambda i: int(i.rsplit(":", 1)[1]))
+
+    resumed = Scripted()
+    again = run_multidoc(resumed, data=data, questions=None, out=out, batch_size=5, workers=2)
+    assert resumed.prompts == []  # generated in the workers, not here
+    assert len(PredictionStore(out / "predictions.jsonl")) == 12 * 5
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in again.rows]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in whole.rows]
+
+
+def _raw(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+
+
+def test_a_servers_model_is_refused_workers() -> None:
+    class Remote:
+        concurrency = 4
+
+    with pytest.raises(EvalConfigError, match="--concurrency"):
+        check_workers(2, Remote())
+    assert check_workers(1, Remote()) == 1
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(EvalConfigError, match="--workers must be an integer"):
+            check_workers(bad, object())  # type: ignore[arg-type]
+
+
+def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: None) -> None:
+    class Local:
+        device = torch.device("cpu")
+
+    class Remote(Local):
+        concurrency = 4
+
+    class Accelerated:
+        device = torch.device("meta")
+
+    assert auto_workers(Local()) == 1  # one thread: shares run side by side
+    torch.set_num_threads(3)
+    assert auto_workers(Local()) == (3 if sys.platform.startswith("linux") else 1)
+    assert auto_workers(Remote()) == 1 and auto_workers(Accelerated()) == 1
+    assert auto_workers(object()) == 1
