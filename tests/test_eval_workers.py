@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import torch
 from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
-from rag_position.eval._workers import auto_workers, can_fork, check_workers
+from rag_position.eval._workers import _weights_bytes, auto_workers, can_fork, check_workers
 from rag_position.eval.store import PredictionStore
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="workers need fork (Linux)")
@@ -169,3 +170,27 @@ def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: Non
     assert auto_workers(Local()) == (3 if sys.platform.startswith("linux") else 1)
     assert auto_workers(Remote()) == 1 and auto_workers(Accelerated()) == 1
     assert auto_workers(object()) == 1
+
+
+def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker() -> None:
+    class Huge:
+        def numel(self) -> int:
+            return 10**15  # 4 PB of float32 weights
+
+        def element_size(self) -> int:
+            return 4
+
+    class Big:
+        device = torch.device("cpu")
+        model = types.SimpleNamespace(parameters=lambda: iter([Huge()]))
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        assert auto_workers(Big()) == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_embedded_models_weights_are_counted(embedded_fp32: Any) -> None:
+    assert 0.4e9 < _weights_bytes(embedded_fp32) < 0.7e9  # 135M parameters in float32
