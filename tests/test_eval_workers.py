@@ -12,6 +12,7 @@ import os
 import sys
 import types
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import pytest
 import torch
 from test_eval_runner import Scripted, write_gold_at_file
 
+from rag_position.cost import Cost
 from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
 from rag_position.eval._workers import _weights_bytes, auto_workers, can_fork, check_workers
+from rag_position.eval.common import Key, Prepared
+from rag_position.eval.runner import Job, run_jobs
 from rag_position.eval.store import PredictionStore
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="workers need fork (Linux)")
@@ -194,3 +198,59 @@ def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker() -> No
 
 def test_the_embedded_models_weights_are_counted(embedded_fp32: Any) -> None:
     assert 0.4e9 < _weights_bytes(embedded_fp32) < 0.7e9  # 135M parameters in float32
+
+
+class Echo:
+    """Answers each prompt with itself reversed; logs every prompt it generates for,
+    with the process that generated it, to a file the test reads."""
+
+    name = "echo"
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
+        with self.log.open("a") as out:
+            out.writelines(f"{os.getpid()} {p}\n" for p in prompts)
+        return [p[::-1] for p in prompts]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def _prepared_in(log: Path, prompt: str) -> Prepared:
+    with log.open("a") as out:
+        out.write(f"{os.getpid()}\n")
+    return Prepared(prompt=prompt, cost=Cost(lm_calls=1, prompt_tokens=len(prompt)))
+
+
+def test_a_prompt_of_an_earlier_chunk_is_generated_once_as_in_one_process(
+    tmp_path: Path,
+) -> None:
+    """Strategies share prompts (select_and_place_profile's are select_and_place's when
+    the profile's best place is the last): a chunk must reuse an earlier chunk's answer
+    even while that chunk is still running, as one process does."""
+    prompts = [f"prompt {i % 5} of the run" for i in range(24)]  # each prompt 4 or 5 times
+
+    def jobs(log: Path) -> list[Job]:
+        return [
+            Job(Key("t", "echo", "s", f"q{i}", "x"), ("a",), partial(_prepared_in, log, p))
+            for i, p in enumerate(prompts)
+        ]
+
+    results = {}
+    for workers in (1, 2):
+        log, prep = tmp_path / f"gen{workers}.txt", tmp_path / f"prep{workers}.txt"
+        store = PredictionStore(tmp_path / f"run{workers}" / "predictions.jsonl")
+        records = run_jobs(Echo(log), jobs(prep), store, batch_size=2, workers=workers)
+        generated = [line.split(" ", 1) for line in log.read_text().splitlines()]
+        assert sorted(p for _, p in generated) == sorted(set(prompts))  # each once
+        pids = {pid for pid, _ in generated} | set(prep.read_text().split())
+        assert (str(os.getpid()) in pids) == (workers == 1), pids
+        results[workers] = [
+            {k: v for k, v in r.items() if k not in ("generation_cost", "cost")}
+            | {"tokens": (r["cost"]["prompt_tokens"], r["cost"]["generated_tokens"])}
+            for r in records
+        ]
+        assert [r["instance"] for r in _raw(store.path.parent)] == [f"q{i}" for i in range(24)]
+    assert results[2] == results[1]

@@ -5,11 +5,14 @@ threads to share: two threads gave 1.4 times one thread's speed on the 2-core ma
 of docs/measurements.md. Processes of one thread each share nothing. Each worker is a
 fork of the running process, made when the run starts: it inherits the loaded model
 (its weights are shared, copy-on-write, not copied) and the jobs, closures included,
-so nothing is pickled but each chunk's index on the way in and its records on the way
-out. The parent alone writes the prediction file, chunk by chunk in job order: a run
-with workers writes what the same run on one thread writes (a different thread count
-changes the low bits of the arithmetic, and so can change a greedy answer), and
-resumes the same.
+so nothing is pickled but a chunk's index and its prepared prompts, and the answers
+on the way back. The workers prepare chunks ahead (a strategy's scoring calls) and
+generate; the parent plans each chunk in order (a prompt an earlier chunk of the run
+generates is read back, not generated again) and alone writes the prediction file,
+chunk by chunk in job order. So a run with workers sends the model the same batches
+and writes the same records as the same run in one process on one thread (a
+different thread count changes the low bits of the arithmetic, and so can change a
+greedy answer), and resumes the same.
 
 Linux only (``fork``); elsewhere ``workers`` must be 1.
 """
@@ -20,18 +23,18 @@ import multiprocessing
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence, Set
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rag_position.eval.common import EvalConfigError
 
 Records = list[dict[str, Any]]
 
-_TASK: tuple[Callable[[Any], Records], Sequence[Any]] | None = None
+_TASK: tuple[Staged, Sequence[Any]] | None = None
 """What the forked workers run: set just before they fork, read only in them."""
 
 
@@ -146,19 +149,37 @@ def _free_memory() -> int | None:
     return None
 
 
-def run_forked(
-    work: Callable[[Any], Records], chunks: Sequence[Any], workers: int
-) -> Iterator[Records]:
+class Staged(Protocol):
+    """A chunk's work in stages (the runner's ``_Chunk``): ``prepare`` and ``generate``
+    run in the workers; ``plan`` and ``records`` in the run's process, chunk by chunk
+    in order."""
+
+    def prepare(self, jobs: Any) -> Any: ...
+
+    def plan(self, prepared: Any, claimed: Set[str]) -> Any:
+        """Returns a plan with ``to_generate`` (prompts) and ``generated_keys()``."""
+
+    def generate(self, prompts: list[str]) -> Any: ...
+
+    def records(self, jobs: Any, plan: Any, generated: Any) -> Records: ...
+
+
+def run_forked(work: Staged, chunks: Sequence[Any], workers: int) -> Iterator[Records]:
     """Run ``work`` on each chunk in ``workers`` forked processes; yield the records of
     each chunk in chunk order as soon as it and those before it are done.
 
-    A failed chunk stops the run: the chunks after it are cancelled, the workers are
+    The workers prepare chunks ahead (a strategy's scoring) and generate; this process
+    plans each chunk in order, so that a prompt an earlier chunk generates is not
+    generated again but read back once that chunk is written, as one process does it:
+    each chunk sends the model the same prompts in the same batches.
+
+    A failed chunk stops the run: what has not started is cancelled, the workers are
     stopped and :class:`WorkerError` carries the worker's error. The chunks before it
     have been yielded (the caller has saved them).
     """
     global _TASK
     threads = _threads_each(workers)
-    window = 2 * workers  # chunks in flight: enough to keep every worker busy
+    window = 2 * workers  # chunks prepared ahead of the one being written
     context = multiprocessing.get_context("fork")
     _TASK = (work, chunks)
     try:
@@ -167,31 +188,68 @@ def run_forked(
                 workers, mp_context=context, initializer=_start_worker, initargs=(threads,)
             )
             try:
-                running: dict[int, Future[Records | _Failure]] = {}
-                following = 0
-                for i in range(len(chunks)):
-                    while len(running) < window and following < len(chunks):
-                        running[following] = pool.submit(_run_chunk, following)
-                        following += 1
-                    try:
-                        outcome = running.pop(i).result()
-                    except BrokenProcessPool as exc:
-                        raise WorkerError(
-                            f"a worker process ended without finishing its chunk (killed, or "
-                            f"out of memory?); {workers} workers hold {workers} copies of the "
-                            "model's working memory: --workers 1 needs the least"
-                        ) from exc
-                    if isinstance(outcome, _Failure):
-                        raise WorkerError(
-                            f"{outcome.kind} in worker process {outcome.pid}: {outcome.message}"
-                        ) from _RemoteTraceback(outcome.trace)
-                    yield outcome
+                yield from _pipeline(pool, work, chunks, window)
             except BaseException:
                 _stop(pool)
                 raise
             pool.shutdown(wait=True)
     finally:
         _TASK = None
+
+
+def _pipeline(
+    pool: ProcessPoolExecutor, work: Staged, chunks: Sequence[Any], window: int
+) -> Iterator[Records]:
+    n = len(chunks)
+    preparing: dict[int, Future[Any]] = {}
+    generating: dict[int, tuple[Any, Future[Any] | None]] = {}
+    claimed: set[str] = set()  # prompts a planned chunk generates
+    submitted = planned = written = 0
+    while written < n:
+        while submitted < n and submitted < written + window:
+            preparing[submitted] = pool.submit(_prepare, submitted)
+            submitted += 1
+        moved = False
+        while planned < submitted and preparing[planned].done():
+            plan = work.plan(_outcome(preparing.pop(planned), workers_of(pool)), claimed)
+            claimed.update(plan.generated_keys())
+            job = pool.submit(_generate, plan.to_generate) if plan.to_generate else None
+            generating[planned] = (plan, job)
+            planned += 1
+            moved = True
+        while written < planned:
+            plan, job = generating[written]
+            if job is not None and not job.done():
+                break
+            del generating[written]
+            generated = ([], 0.0) if job is None else _outcome(job, workers_of(pool))
+            yield work.records(chunks[written], plan, generated)
+            written += 1
+            moved = True
+        if not moved:
+            running = [*preparing.values(), *(j for _, j in generating.values() if j is not None)]
+            wait(running, return_when=FIRST_COMPLETED)
+
+
+def workers_of(pool: ProcessPoolExecutor) -> int:
+    return int(getattr(pool, "_max_workers", 0))
+
+
+def _outcome(future: Future[Any], workers: int) -> Any:
+    """A worker task's result, or its error raised here."""
+    try:
+        outcome = future.result()
+    except BrokenProcessPool as exc:
+        raise WorkerError(
+            "a worker process ended without finishing its chunk (killed, or out of "
+            f"memory?); {workers} workers hold {workers} copies of the model's working "
+            "memory: --workers 1 needs the least"
+        ) from exc
+    if isinstance(outcome, _Failure):
+        raise WorkerError(
+            f"{outcome.kind} in worker process {outcome.pid}: {outcome.message}"
+        ) from _RemoteTraceback(outcome.trace)
+    return outcome
 
 
 def _threads_each(workers: int) -> int | None:
@@ -210,11 +268,20 @@ def _start_worker(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _run_chunk(index: int) -> Records | _Failure:
+def _prepare(index: int) -> Any:
     assert _TASK is not None, "a worker runs only in a process forked by run_forked"
     work, chunks = _TASK
+    return _guarded(work.prepare, chunks[index])
+
+
+def _generate(prompts: list[str]) -> Any:
+    assert _TASK is not None, "a worker runs only in a process forked by run_forked"
+    return _guarded(_TASK[0].generate, prompts)
+
+
+def _guarded(step: Callable[[Any], Any], arg: Any) -> Any:
     try:
-        return work(chunks[index])
+        return step(arg)
     except Exception as exc:
         return _Failure(type(exc).__name__, str(exc), traceback.format_exc(), os.getpid())
 

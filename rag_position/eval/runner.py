@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,8 +176,32 @@ def run_jobs(
     return [r for r in found if r is not None]
 
 
+@dataclass
+class _Plan:
+    """One chunk's prepared jobs and what its records need: each prompt's key (``shas``),
+    the answers the prediction file already holds (``reused``), the prompts an earlier
+    chunk of this run generates (``later``: read from the file once that chunk is in),
+    and the prompts this chunk generates, in order (``to_generate``)."""
+
+    prepared: list[Prepared]
+    shas: list[str | None]
+    reused: dict[str, tuple[str, Cost]]
+    later: set[str]
+    to_generate: list[str]
+
+    def generated_keys(self) -> list[str]:
+        """The keys of the prompts this chunk generates."""
+        return [_sha(prompt) for prompt in self.to_generate]
+
+
 class _Chunk:
-    """Prepares, generates and scores one chunk of jobs; returns its records."""
+    """Prepares, generates and scores one chunk of jobs; returns its records.
+
+    In stages, so that worker processes (:mod:`rag_position.eval._workers`) can prepare
+    and generate while the run's own process plans and writes: :meth:`prepare` (the
+    strategies' own model calls), :meth:`plan` (which prompts are new),
+    :meth:`generate` (one ``generate`` call) and :meth:`records`.
+    """
 
     def __init__(self, model: Any, label: str, decoding: Decoding, store: PredictionStore) -> None:
         self.model = model
@@ -188,35 +212,64 @@ class _Chunk:
         self.count: Callable[[str], int] | None = counter if callable(counter) else None
 
     def __call__(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        prepared = [job.prepare() for job in jobs]
+        plan = self.plan(self.prepare(jobs))
+        return self.records(jobs, plan, self.generate(plan.to_generate))
+
+    def prepare(self, jobs: Sequence[Job]) -> list[Prepared]:
+        return [job.prepare() for job in jobs]
+
+    def plan(self, prepared: list[Prepared], claimed: Set[str] = frozenset()) -> _Plan:
+        """Which prompts to generate: not those the file answers, nor those an earlier
+        chunk still running generates (``claimed``), nor one twice."""
         shas = [_sha(p.prompt) if p.prompt is not None else None for p in prepared]
-        outputs: dict[str, tuple[str, Cost]] = {}
-        to_generate: list[str] = []
+        plan = _Plan(prepared, shas, {}, set(), [])
+        seen: set[str] = set()
         for p, sha in zip(prepared, shas, strict=True):
-            if p.prompt is None or sha is None or sha in outputs or p.prompt in to_generate:
+            if p.prompt is None or sha is None or sha in seen:
                 continue
+            seen.add(sha)
             old = self.store.by_prompt(self.label, sha, self.decoding)
             if old is not None:
-                outputs[sha] = (str(old["prediction"]), Cost(**old.get("generation_cost", {})))
+                plan.reused[sha] = (str(old["prediction"]), Cost(**old.get("generation_cost", {})))
+            elif sha in claimed:
+                plan.later.add(sha)
             else:
-                to_generate.append(p.prompt)
-        if to_generate:
-            start = time.perf_counter()
-            texts = self.model.generate(
-                to_generate,
-                max_new_tokens=self.decoding.max_new_tokens,
-                temperature=self.decoding.temperature,
-                seed=self.decoding.seed,
-                stop=list(self.decoding.stop) or None,
-            )
-            if len(texts) != len(to_generate):
-                raise RuntimeError(f"generate returned {len(texts)} outputs for {len(to_generate)}")
-            share = (time.perf_counter() - start) / len(to_generate)
-            for prompt, text in zip(to_generate, texts, strict=True):
+                plan.to_generate.append(p.prompt)
+        return plan
+
+    def generate(self, prompts: list[str]) -> tuple[list[str], float]:
+        """The answers to ``prompts`` in one ``generate`` call, and its seconds."""
+        if not prompts:
+            return [], 0.0
+        start = time.perf_counter()
+        texts = self.model.generate(
+            prompts,
+            max_new_tokens=self.decoding.max_new_tokens,
+            temperature=self.decoding.temperature,
+            seed=self.decoding.seed,
+            stop=list(self.decoding.stop) or None,
+        )
+        if len(texts) != len(prompts):
+            raise RuntimeError(f"generate returned {len(texts)} outputs for {len(prompts)}")
+        return [str(t) for t in texts], time.perf_counter() - start
+
+    def records(
+        self, jobs: Sequence[Job], plan: _Plan, generated: tuple[list[str], float]
+    ) -> list[dict[str, Any]]:
+        outputs = dict(plan.reused)
+        for sha in plan.later:  # an earlier chunk's, in the file by now
+            old = self.store.by_prompt(self.label, sha, self.decoding)
+            if old is None:
+                raise RuntimeError(f"the answer to prompt {sha} was not written before its reuse")
+            outputs[sha] = (str(old["prediction"]), Cost(**old.get("generation_cost", {})))
+        texts, seconds = generated
+        if texts:
+            share = seconds / len(texts)
+            for prompt, text in zip(plan.to_generate, texts, strict=True):
                 outputs[_sha(prompt)] = (text, self._generation_cost(prompt, text, share))
         return [
             self._record(job, p, sha, outputs)
-            for job, p, sha in zip(jobs, prepared, shas, strict=True)
+            for job, p, sha in zip(jobs, plan.prepared, plan.shas, strict=True)
         ]
 
     def _generation_cost(self, prompt: str, text: str, seconds: float) -> Cost:
