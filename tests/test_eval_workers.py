@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import types
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -171,12 +170,14 @@ def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: Non
 
     assert auto_workers(Local()) == 1  # one thread: shares run side by side
     torch.set_num_threads(3)
-    assert auto_workers(Local()) == (3 if sys.platform.startswith("linux") else 1)
+    assert auto_workers(Local()) == 3
     assert auto_workers(Remote()) == 1 and auto_workers(Accelerated()) == 1
     assert auto_workers(object()) == 1
 
 
-def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker() -> None:
+def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker(
+    one_thread: None,
+) -> None:
     class Huge:
         def numel(self) -> int:
             return 10**15  # 4 PB of float32 weights
@@ -188,12 +189,8 @@ def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker() -> No
         device = torch.device("cpu")
         model = types.SimpleNamespace(parameters=lambda: iter([Huge()]))
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(4)
-    try:
-        assert auto_workers(Big()) == 1
-    finally:
-        torch.set_num_threads(before)
+    torch.set_num_threads(4)  # the fixture restores the count
+    assert auto_workers(Big()) == 1
 
 
 def test_the_embedded_models_weights_are_counted(embedded_fp32: Any) -> None:

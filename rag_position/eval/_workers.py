@@ -97,6 +97,11 @@ def check_workers(workers: int, model: Any) -> int:
     return workers
 
 
+def resolve_workers(workers: int | None, model: Any) -> int:
+    """``workers`` checked, ``None`` being :func:`auto_workers`'s choice for ``model``."""
+    return check_workers(auto_workers(model) if workers is None else workers, model)
+
+
 def auto_workers(model: Any) -> int:
     """The default: a local model on a CPU gets one worker per torch thread (each worker
     then runs one thread), as many as the free memory holds at :data:`MEMORY_FACTOR`
@@ -179,7 +184,6 @@ def run_forked(work: Staged, chunks: Sequence[Any], workers: int) -> Iterator[Re
     """
     global _TASK
     threads = _threads_each(workers)
-    window = 2 * workers  # chunks prepared ahead of the one being written
     context = multiprocessing.get_context("fork")
     _TASK = (work, chunks)
     try:
@@ -188,7 +192,7 @@ def run_forked(work: Staged, chunks: Sequence[Any], workers: int) -> Iterator[Re
                 workers, mp_context=context, initializer=_start_worker, initargs=(threads,)
             )
             try:
-                yield from _pipeline(pool, work, chunks, window)
+                yield from _pipeline(pool, work, chunks, workers)
             except BaseException:
                 _stop(pool)
                 raise
@@ -198,9 +202,10 @@ def run_forked(work: Staged, chunks: Sequence[Any], workers: int) -> Iterator[Re
 
 
 def _pipeline(
-    pool: ProcessPoolExecutor, work: Staged, chunks: Sequence[Any], window: int
+    pool: ProcessPoolExecutor, work: Staged, chunks: Sequence[Any], workers: int
 ) -> Iterator[Records]:
     n = len(chunks)
+    window = 2 * workers  # chunks prepared ahead of the one being written
     preparing: dict[int, Future[Any]] = {}
     generating: dict[int, tuple[Any, Future[Any] | None]] = {}
     claimed: set[str] = set()  # prompts a planned chunk generates
@@ -211,7 +216,7 @@ def _pipeline(
             submitted += 1
         moved = False
         while planned < submitted and preparing[planned].done():
-            plan = work.plan(_outcome(preparing.pop(planned), workers_of(pool)), claimed)
+            plan = work.plan(_outcome(preparing.pop(planned), workers), claimed)
             claimed.update(plan.generated_keys())
             job = pool.submit(_generate, plan.to_generate) if plan.to_generate else None
             generating[planned] = (plan, job)
@@ -222,17 +227,13 @@ def _pipeline(
             if job is not None and not job.done():
                 break
             del generating[written]
-            generated = ([], 0.0) if job is None else _outcome(job, workers_of(pool))
+            generated = ([], 0.0) if job is None else _outcome(job, workers)
             yield work.records(chunks[written], plan, generated)
             written += 1
             moved = True
         if not moved:
             running = [*preparing.values(), *(j for _, j in generating.values() if j is not None)]
             wait(running, return_when=FIRST_COMPLETED)
-
-
-def workers_of(pool: ProcessPoolExecutor) -> int:
-    return int(getattr(pool, "_max_workers", 0))
 
 
 def _outcome(future: Future[Any], workers: int) -> Any:

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from rag_position.cost import Cost, spent_or_sent
 from rag_position.data import best_subspan_em
-from rag_position.eval._workers import auto_workers, check_workers, run_forked
+from rag_position.eval._workers import resolve_workers, run_forked
 from rag_position.eval.common import (
     Decoding,
     EvalConfigError,
@@ -120,7 +120,7 @@ def run_jobs(
             "--concurrency is for remote backends; a local model runs one request at a time "
             "(use --batch-size to batch its prompts)"
         )
-    workers = check_workers(auto_workers(model) if workers is None else workers, model)
+    workers = resolve_workers(workers, model)
     seen: set[str] = set()
     for job in jobs:
         if job.key.as_str() in seen:
@@ -230,7 +230,7 @@ class _Chunk:
             seen.add(sha)
             old = self.store.by_prompt(self.label, sha, self.decoding)
             if old is not None:
-                plan.reused[sha] = (str(old["prediction"]), Cost(**old.get("generation_cost", {})))
+                plan.reused[sha] = _answer_of(old)
             elif sha in claimed:
                 plan.later.add(sha)
             else:
@@ -261,7 +261,7 @@ class _Chunk:
             old = self.store.by_prompt(self.label, sha, self.decoding)
             if old is None:
                 raise RuntimeError(f"the answer to prompt {sha} was not written before its reuse")
-            outputs[sha] = (str(old["prediction"]), Cost(**old.get("generation_cost", {})))
+            outputs[sha] = _answer_of(old)
         texts, seconds = generated
         if texts:
             share = seconds / len(texts)
@@ -382,6 +382,11 @@ def _chunks(pending: Sequence[int], size: int) -> list[list[int]]:
     for i in pending:
         groups.setdefault(i // size, []).append(i)
     return [groups[g] for g in sorted(groups)]
+
+
+def _answer_of(record: Mapping[str, Any]) -> tuple[str, Cost]:
+    """A stored record's answer and what generating it cost."""
+    return str(record["prediction"]), Cost(**record.get("generation_cost", {}))
 
 
 def _sha(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
-from rag_position.eval._workers import auto_workers, check_workers
+from rag_position.eval._workers import resolve_workers
 from rag_position.eval.common import Decoding, answer_stop, check_out_folder
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
@@ -54,7 +54,7 @@ def open_context(
         batch_size=batch_size or default_batch_size(model),
         concurrency=concurrency,
         shard=check_shard(shard),
-        workers=check_workers(auto_workers(model) if workers is None else workers, model),
+        workers=resolve_workers(workers, model),
         progress=progress,
     )
 
