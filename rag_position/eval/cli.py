@@ -112,9 +112,11 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             tune_paths(args)
         params = spec.from_cli(args)  # before the model loads
         if spec is TUNE:
-            params["spec"] = args.model
+            params["spec"] = args.scorer or args.model  # what the tuned file loads to score
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
+        if isinstance(params.get("scorer"), str):
+            params["scorer"] = load_model(params["scorer"], **scorer_options(args))
         result = spec.function(model, command=command, **params)
     except EvalRunError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -162,12 +164,32 @@ def model_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {k: v for k in ("device", "dtype") if (v := getattr(args, k, None)) is not None}
     backend = find_backend(args.model)
     if options and backend is not None and not backend.local:
+        scorer = getattr(args, "scorer", None)
+        scoring = find_backend(scorer) if isinstance(scorer, str) else None
+        if scoring is not None and scoring.local:
+            return {}  # they are the local scorer's (scorer_options)
         flags = " and ".join(f"--{k}" for k in options)
         verb = "apply" if len(options) > 1 else "applies"
         raise EvalConfigError(
             f"{flags} {verb} to local models only; the server {args.model!r} chooses its own"
         )
     return options
+
+
+def scorer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``load_model`` keywords for ``--scorer``: ``--device`` and ``--dtype`` where it is
+    local (they apply to whichever of ``--model`` and ``--scorer`` runs here).
+
+    Example:
+        >>> scorer_options(argparse.Namespace(scorer="embedded", device=None, dtype="bfloat16"))
+        {'dtype': 'bfloat16'}
+        >>> scorer_options(argparse.Namespace(scorer="openai:http://h/v1/m", device=None,
+        ...                                   dtype="bfloat16"))
+        {}
+    """
+    options = {k: v for k in ("device", "dtype") if (v := getattr(args, k, None)) is not None}
+    backend = find_backend(args.scorer)
+    return options if backend is None or backend.local else {}
 
 
 def _print_result(result: EvalResult, seconds: float) -> None:

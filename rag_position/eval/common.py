@@ -139,6 +139,9 @@ class Prepared:
     answer: str | None = None
     cost: Cost = field(default_factory=Cost)
     info: Mapping[str, Any] = field(default_factory=dict)
+    scorer_cost: Cost | None = None
+    """The part of ``cost`` a separate scorer spent (``--scorer``; set by the runner from
+    :func:`~rag_position.eval.pair.scorer_metered` unless the strategy set it)."""
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.answer is None):
@@ -195,6 +198,21 @@ def model_label(model: object) -> str:
     if dtype is not None:
         name += "@" + str(dtype).removeprefix("torch.")
     return name
+
+
+def run_label(model: object, scorer: object = None) -> str:
+    """A run's name in prediction keys: the reader's :func:`model_label`, and the scorer's
+    when strategies score with another model (``--scorer``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> run_label(SimpleNamespace(name="big"), SimpleNamespace(name="small"))
+        'big scored by small'
+        >>> run_label(SimpleNamespace(name="big"))
+        'big'
+    """
+    label = model_label(model)
+    return label if scorer is None else f"{label} scored by {model_label(scorer)}"
 
 
 def check_data_file(data: str | os.PathLike[str] | None) -> None:

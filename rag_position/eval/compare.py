@@ -48,7 +48,7 @@ from rag_position.eval.strategies import (
     select_strategies,
     split_variant,
 )
-from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, docs_param, names
+from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
 from rag_position.strategies import STRATEGIES
 
 PROFILE_ROWS = tuple(name for name, spec in STRATEGIES.items() if "profile" in spec.requires)
@@ -88,6 +88,7 @@ COMPARE = TaskSpec(
             "--versus",
             omit_default=True,
         ),
+        SCORER,
         EMBEDDER,
     ),
 )
@@ -183,7 +184,7 @@ def compare_section(
         "worst": f"docs={k} gold={worst}",
     }
     settings = [(label, every[label]) for label in gold]
-    model = SharedScoring(ctx.model)
+    model = ctx.scoring(SharedScoring)
     jobs: list[Job] = []
     for instance in dataset.instances:
         rpos = random.Random(derive_seed(ctx.seed, "gold-position", instance.id)).randrange(k)
@@ -222,6 +223,7 @@ def compare_section(
             num(r["prompt_tokens"], 0),
             num(r["generated_tokens"], 0),
             num(r["seconds"], 2),
+            *(split_cells(r) if ctx.scorer is not None else []),
             *([versus_cell(r)] if versus_run else []),
         ]
         for r in rows
@@ -235,6 +237,7 @@ def compare_section(
         "prompt tokens",
         "generated tokens",
         "seconds",
+        *(SPLIT_HEADERS if ctx.scorer is not None else []),
         *([f"vs {versus}: won/lost (p)"] if versus_run else []),
     ]
     for name, labels in narrowed.items():
@@ -249,6 +252,8 @@ def compare_section(
     elif versus is not None:
         notes.append(f"no paired column: {versus} was not run")
     notes.extend(kept)
+    if ctx.scorer is not None:
+        notes.append(SPLIT_NOTE)
     notes.append(
         "costs are means per question: choosing the order plus generating the answer "
         "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "
@@ -273,6 +278,24 @@ def compare_section(
             **({"worst position": worst} if "worst" in gold else {}),
         },
     )
+
+
+SPLIT_HEADERS = ("scorer tokens", "scorer s", "reader tokens", "reader s")
+SPLIT_NOTE = (
+    "scorer / reader: each question's cost split between the model the strategies score "
+    "with (--scorer) and the model that answers (--model): the scorer's calls while the "
+    "passages were chosen, and everything else (the answer, a strategy's own generation)"
+)
+
+
+def split_cells(row: Mapping[str, Any]) -> list[str]:
+    """A summary row's cost split into the scorer's and the reader's (tokens, seconds)."""
+    return [
+        num(row.get("scorer_prompt_tokens"), 0),
+        num(row.get("scorer_seconds"), 2),
+        num(row.get("reader_prompt_tokens"), 0),
+        num(row.get("reader_seconds"), 2),
+    ]
 
 
 def _kept_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -332,7 +355,8 @@ def _choose(
 ) -> list[EvalStrategy]:
     parsed = [split_variant(n) for n in names] if names is not None else []
     measured = eval_profile(sweep, k, ctx.label) if sweep else None
-    lingua_problem = lingua_model_problem(ctx.model) if lingua_installed() else None
+    scorer = ctx.model if ctx.scorer is None else ctx.scorer
+    lingua_problem = lingua_model_problem(scorer) if lingua_installed() else None
     attention_problem = attention_model_problem(ctx.model)
     for profile_name in PROFILE_ROWS:
         wanted = names is None or any(base == profile_name for base, _ in parsed)

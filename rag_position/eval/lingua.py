@@ -34,6 +34,7 @@ from typing import Any, Literal
 from rag_position.cost import Cost
 from rag_position.data import QAInstance
 from rag_position.eval.common import EvalConfigError, Prepared, gold_info
+from rag_position.eval.pair import scoring_model
 from rag_position.prompts import DOCUMENT_TEMPLATE, render_qa
 from rag_position.strategies._base import to_passages
 from rag_position.strategies.profiles import place
@@ -85,6 +86,7 @@ class LinguaStrategy:
     keep: int | None = None
 
     def prepare(self, instance: QAInstance, model: Any, *, seed: int) -> Prepared:
+        model = scoring_model(model)  # a separate scorer ranks, as in a user's pipeline
         problem = lingua_model_problem(model)
         if problem:
             raise EvalConfigError(problem)
@@ -106,7 +108,8 @@ class LinguaStrategy:
             "ranking": ranking,
             **gold_info(instance.gold, chosen, selects=self.keep is not None),
         }
-        return Prepared(prompt=render_qa(instance.question, chosen), cost=cost, info=info)
+        prompt = render_qa(instance.question, chosen)
+        return Prepared(prompt=prompt, cost=cost, info=info, scorer_cost=cost)
 
 
 def lingua_strategies() -> dict[str, LinguaStrategy]:

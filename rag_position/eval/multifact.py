@@ -38,7 +38,7 @@ from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
-from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list, names
+from rag_position.eval.task import SCORER, Param, TaskRun, TaskSpec, int_list, names
 from rag_position.prompts import render_fact_needle
 from rag_position.strategies import fact, needle_retrieve, select_and_place
 from rag_position.strategies._align import sentence_spans
@@ -80,6 +80,7 @@ MULTIFACT = TaskSpec(
             lambda text: names(text, what="--strategies") or (),
             omit_default=True,
         ),
+        SCORER,
     ),
     defaults={"max_new_tokens": RETRIEVE_TOKENS},
     cli_questions=None,
@@ -201,7 +202,7 @@ def multifact_section(
                     Job(
                         Key(TASK, ctx.label, "select_and_place", instance.id, setting),
                         instance.answers,
-                        partial(_selected, ctx.model, instance),
+                        partial(_selected, ctx.scoring(), instance),
                         {**fields, "iteration": 0},
                     )
                 )

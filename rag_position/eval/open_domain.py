@@ -40,7 +40,7 @@ from rag_position.eval.retrieval import BM25Retriever, DenseRetriever, Retriever
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import bootstrap_ci, summarize
 from rag_position.eval.strategies import EvalStrategy, PromptScores, seed_name, select_strategies
-from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, int_list, names
+from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, int_list, names
 from rag_position.passages import Passage, check_text
 from rag_position.prompts import render_qa
 from rag_position.strategies._align import sentence_spans
@@ -78,6 +78,7 @@ OPEN_DOMAIN = TaskSpec(
             names,
             omit_default=True,
         ),
+        SCORER,
         EMBEDDER,
     ),
 )
@@ -215,7 +216,7 @@ def open_domain_section(
     one-passage prompts across k (:class:`~rag_position.eval.strategies.PromptScores`).
     """
     chosen = select_strategies(list(strategies or ["retriever"]))
-    model = PromptScores(ctx.model)
+    model = ctx.scoring(PromptScores)
     setting = f"retriever={retriever}"
     fields: dict[str, Any] = {"retriever": retriever}
     label = f"{retriever} retrieval"

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -44,7 +44,9 @@ from rag_position.eval.common import (
     Key,
     Prepared,
     model_label,
+    run_label,
 )
+from rag_position.eval.pair import ReaderScorer, scorer_metered
 from rag_position.eval.store import PredictionStore
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ def run_jobs(
     workers: int | None = 1,
     progress: bool | None = None,
     desc: str = "eval",
+    label: str | None = None,
+    split_scorer: bool = False,
 ) -> list[dict[str, Any]]:
     """Make every job's prediction not already in ``store``; return all records in job order.
 
@@ -101,6 +105,11 @@ def run_jobs(
     one per torch thread on a CPU) runs the chunks in that many forked processes of one
     thread each (:mod:`rag_position.eval._workers`); the file gets the records, in the
     same order, that one process on one thread writes.
+
+    ``label``: the run's name in the records (default: the model's
+    :func:`~rag_position.eval.common.model_label`). ``split_scorer``: record, beside each
+    prediction's cost, the part a separate scorer spent (``scorer_cost``, from
+    :func:`~rag_position.eval.pair.scorer_metered`).
 
     Example::
 
@@ -146,8 +155,7 @@ def run_jobs(
         disable=None if progress is None else not progress,  # None: shown on a terminal
         leave=False,
     )
-    label = model_label(model)
-    work = _Chunk(model, label, decoding, store)
+    work = _Chunk(model, label or model_label(model), decoding, store, split_scorer)
     done = 0
     try:
         with bar, _backend_concurrency(model, concurrency):
@@ -203,11 +211,19 @@ class _Chunk:
     :meth:`generate` (one ``generate`` call) and :meth:`records`.
     """
 
-    def __init__(self, model: Any, label: str, decoding: Decoding, store: PredictionStore) -> None:
+    def __init__(
+        self,
+        model: Any,
+        label: str,
+        decoding: Decoding,
+        store: PredictionStore,
+        split_scorer: bool = False,
+    ) -> None:
         self.model = model
         self.label = label
         self.decoding = decoding
         self.store = store
+        self.split_scorer = split_scorer
         counter = getattr(model, "count_tokens", None)
         self.count: Callable[[str], int] | None = counter if callable(counter) else None
 
@@ -216,7 +232,16 @@ class _Chunk:
         return self.records(jobs, plan, self.generate(plan.to_generate))
 
     def prepare(self, jobs: Sequence[Job]) -> list[Prepared]:
-        return [job.prepare() for job in jobs]
+        if not self.split_scorer:
+            return [job.prepare() for job in jobs]
+        prepared = []
+        for job in jobs:
+            with scorer_metered() as tally:
+                p = job.prepare()
+            if p.scorer_cost is None:
+                p = replace(p, scorer_cost=tally.total)
+            prepared.append(p)
+        return prepared
 
     def plan(self, prepared: list[Prepared], claimed: Set[str] = frozenset()) -> _Plan:
         """Which prompts to generate: not those the file answers, nor those an earlier
@@ -285,7 +310,7 @@ class _Chunk:
             prediction, generation = outputs[sha]
         else:
             prediction, generation = str(p.answer), Cost()
-        return {
+        record = {
             "task": job.key.task,
             "model": self.label,
             "strategy": job.key.strategy,
@@ -302,6 +327,11 @@ class _Chunk:
             "info": dict(p.info),
             "decoding": self.decoding.as_dict(),
         }
+        if self.split_scorer:
+            scorer = p.scorer_cost or Cost()
+            record["scorer_cost"] = scorer.as_dict()
+            record["reader_cost"] = (p.cost + generation - scorer).as_dict()
+        return record
 
 
 def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -436,11 +466,21 @@ class RunContext:
     shard: tuple[int, int] | None = None
     workers: int = 1
     progress: bool | None = None
+    scorer: Any = None
+    """The model strategies score with, when not the reader (``--scorer``)."""
 
     @property
     def label(self) -> str:
-        """The model's name in prediction keys."""
-        return model_label(self.model)
+        """The run's name in prediction keys: the reader's, and the scorer's when set."""
+        return run_label(self.model, self.scorer)
+
+    def scoring(self, wrap: Callable[[Any], Any] = lambda model: model) -> Any:
+        """The model to hand the strategies: ``wrap(model)``, or with a separate scorer a
+        :class:`~rag_position.eval.pair.ReaderScorer` of the reader and ``wrap(scorer)``
+        (``wrap``: e.g. :class:`~rag_position.eval.strategies.SharedScoring`)."""
+        if self.scorer is None:
+            return wrap(self.model)
+        return ReaderScorer(self.model, wrap(self.scorer))
 
     def job(
         self,
@@ -468,4 +508,6 @@ class RunContext:
             workers=self.workers,
             progress=self.progress,
             desc=desc,
+            label=self.label,
+            split_scorer=self.scorer is not None,
         )

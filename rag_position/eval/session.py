@@ -10,7 +10,7 @@ from typing import Any
 
 from rag_position import __version__
 from rag_position.eval._workers import resolve_workers
-from rag_position.eval.common import Decoding, answer_stop, check_out_folder
+from rag_position.eval.common import Decoding, answer_stop, check_out_folder, model_label
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
 from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
@@ -29,12 +29,15 @@ def open_context(
     shard: tuple[int, int] | None = None,
     workers: int | None = 1,
     progress: bool | None = None,
+    scorer: Any = None,
 ) -> RunContext:
     """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present).
 
     ``shard=(k, n)`` runs only the k-th of n shares of the questions (see :func:`run_jobs`).
     ``workers`` (``None``: one per torch thread for a local model on a CPU) runs the
-    model's chunks in that many forked processes (see :func:`run_jobs`).
+    model's chunks in that many forked processes (see :func:`run_jobs`). ``scorer``: the
+    model strategies score with, when not ``model`` (the reader; see
+    :mod:`rag_position.eval.pair`).
 
     Example::
 
@@ -56,6 +59,7 @@ def open_context(
         shard=check_shard(shard),
         workers=resolve_workers(workers, model),
         progress=progress,
+        scorer=scorer,
     )
 
 
@@ -69,7 +73,8 @@ def finish(
 ) -> EvalResult:
     """Write the report of ``sections`` next to the run's prediction file."""
     base = {
-        "model": ctx.label,
+        "model": ctx.label if ctx.scorer is None else model_label(ctx.model),
+        **({} if ctx.scorer is None else {"scorer": model_label(ctx.scorer)}),
         "decoding": ctx.decoding.describe(),
         "seed": ctx.seed,
         "batch size": ctx.batch_size,

@@ -89,6 +89,10 @@ def summarize(
         row.update(n=len(members), accuracy=mean, ci_low=low, ci_high=high)
         for name in COST_FIELDS:
             row[name] = _mean([m.get("cost", {}).get(name) for m in members])
+        for part in ("scorer", "reader"):  # a run with a separate scorer (--scorer)
+            if all(f"{part}_cost" in m for m in members):
+                for name in COST_FIELDS:
+                    row[f"{part}_{name}"] = _mean([m[f"{part}_cost"].get(name) for m in members])
         row.update(_info_means(members))
         rows.append(row)
     return rows

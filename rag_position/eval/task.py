@@ -44,8 +44,8 @@ from rag_position.eval.common import (
     check_data_file,
     check_out_folder,
     check_questions,
-    model_label,
     parse_int_list,
+    run_label,
 )
 from rag_position.eval.datasets import MultidocData, default_oracle_path, load_multidoc
 from rag_position.eval.marker import RunMarker, check_run_folder, write_marker
@@ -193,6 +193,16 @@ def out_folder(text: str) -> Path:
     return Path(text)
 
 
+SCORER = Param(
+    "scorer",
+    None,
+    "a load_model spec the strategies score with (default: --model, which also answers)",
+    "--scorer",
+    omit_default=True,
+)
+"""The model strategies score with when it is not the reader (:mod:`rag_position.eval.pair`):
+a model, or a spec loaded with ``--device``/``--dtype`` where it is local."""
+
 EMBEDDER = Param("embedder", None, omit_default=True)
 """The embedder that mines distractors (and, for voting, embeds answers); Python only."""
 
@@ -292,7 +302,13 @@ class TaskSpec:
             check_questions(run["questions"])
             check_data_file(run["data"])
             check_out_folder(run["out"])
-            self.check_run_folder(run.values, model_label(model), answer_stop(model))
+            scorer = run.values.get("scorer")
+            if isinstance(scorer, str):
+                from rag_position.models import load_model
+
+                run.values["scorer"] = scorer = load_model(scorer)
+            label = run_label(model, scorer)
+            self.check_run_folder(run.values, label, answer_stop(model))
             return work(run)
 
         function.__signature__ = self.signature()  # type: ignore[attr-defined]
@@ -426,6 +442,7 @@ class TaskRun:
             shard=v["shard"],
             workers=v["workers"],
             progress=v["progress"],
+            scorer=v.get("scorer"),
         )
         self._mark(ctx, self["command"] or self.spec.call(ctx.label, v))
         return ctx

@@ -39,7 +39,7 @@ from rag_position.eval.datasets import load_multidoc
 from rag_position.eval.multidoc import eval_profile, multidoc_section
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num
 from rag_position.eval.strategies import split_variant
-from rag_position.eval.task import EMBEDDER, Param, TaskRun, TaskSpec, docs_param, names
+from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
 from rag_position.strategies import STRATEGIES
 from rag_position.strategies.profiles import as_profile
 
@@ -120,6 +120,7 @@ TUNE = TaskSpec(
             {"type": Path},
         ),
         Param("spec", None, recorded=False),
+        SCORER,
         EMBEDDER,
     ),
     defaults={"questions": TUNE_QUESTIONS},
@@ -210,10 +211,13 @@ def run_tune(run: TaskRun) -> EvalResult:
         from rag_position.tuned import TunedChoice
 
         first = dataset.instances[0].id if dataset.instances else None
+        # The file names the model a pipeline loads to score with: the scorer when the
+        # run had one (--scorer), the reader's name in the report and command.
+        scorer = run.model if ctx.scorer is None else ctx.scorer
         TunedChoice(
-            model=getattr(run.model, "name", ctx.label),
-            spec=run["spec"] or spec_of(run.model),
-            dtype=_dtype(run.model),
+            model=getattr(scorer, "name", ctx.label),
+            spec=run["spec"] or spec_of(scorer),
+            dtype=_dtype(scorer),
             strategy=base,
             options=options,
             profile=profile,
