@@ -25,7 +25,7 @@ passage is in the corpus); one-sentence chunks ranked by BM25 make it hard.
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -282,6 +282,12 @@ def open_domain_section(
     ]
     notes = [f"{len(ranked)} questions; {note}" if note else f"{len(ranked)} questions"]
     for name in readers:
+        held = [by[(name, k)].get("answer_in_context") for k in ks]
+        if all(isinstance(x, float) for x in held):
+            listed = ", ".join(
+                f"{100 * (1 - float(x or 0)):.1f}% at k={k}" for x, k in zip(held, ks, strict=True)
+            )
+            notes.append(f"{_label(name)}: no passage given holds an answer: {listed}")
         kept = [by[(name, k)].get("kept") for k in ks]
         if all(isinstance(x, float) for x in kept):
             listed = ", ".join(f"{x:.2f} at k={k}" for x, k in zip(kept, ks, strict=True))
@@ -510,8 +516,15 @@ def _prepare(
 
     def prepare() -> Prepared:
         if strategy.name == "retriever":  # the ranking as it is
-            return Prepared(prompt=render_qa(top.question, list(top.passages)))
-        seed = derive_seed(ctx.seed, seed_name(strategy.name), str(instance.id))
-        return strategy.prepare(top, model, seed=seed)
+            prepared = Prepared(prompt=render_qa(top.question, list(top.passages)))
+        else:
+            seed = derive_seed(ctx.seed, seed_name(strategy.name), str(instance.id))
+            prepared = strategy.prepare(top, model, seed=seed)
+        if prepared.prompt is None:
+            return prepared
+        # Whether any passage the reader gets holds an answer (the question left out).
+        context = prepared.prompt.replace(top.question, " ")
+        held = float(contains_answer(context, top.answers))
+        return replace(prepared, info={**prepared.info, "answer_in_context": held})
 
     return prepare
