@@ -2,7 +2,7 @@
 
 An :class:`EvalStrategy` turns one instance into the prompt to answer from (or the
 answer itself) and says what that cost. The eval's own: ``random`` (a seeded
-shuffle of all passages), ``gold_first`` and ``gold_last`` (upper bounds: they
+shuffle of all passages), ``gold_first``, ``gold_last`` and ``gold_alone`` (bounds: they
 know the gold passage), and, when the frameworks are installed,
 ``langchain_reorder`` / ``llamaindex_reorder`` (the frameworks' own
 ``LongContextReorder`` classes run on the same inputs), and, when ``llmlingua``
@@ -30,6 +30,7 @@ from rag_position.errors import BackendError
 from rag_position.eval.attention_sort import attention_strategies
 from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.eval.lingua import lingua_strategies
+from rag_position.eval.peers import PEER_ROWS, peer_strategies
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 from rag_position.strategies import registry
@@ -121,16 +122,18 @@ class TableStrategy:
 
 
 def builtin_strategies() -> dict[str, EvalStrategy]:
-    """The eval's own orders: random, and the gold-aware bounds gold first and gold last.
+    """The eval's own orders: random, and the gold-aware bounds gold first, gold last and
+    the gold passage alone (the oracle: what a perfect one-passage selection gives).
 
     Example:
         >>> sorted(builtin_strategies())
-        ['gold_first', 'gold_last', 'random']
+        ['gold_alone', 'gold_first', 'gold_last', 'random']
     """
     return {
         "random": OrderStrategy("random", _random_order),
         "gold_first": OrderStrategy("gold_first", lambda inst, seed: _moved(inst, 0)),
         "gold_last": OrderStrategy("gold_last", lambda inst, seed: _moved(inst, inst.k - 1)),
+        "gold_alone": OrderStrategy("gold_alone", _gold_alone),
     }
 
 
@@ -153,7 +156,8 @@ def available_strategies(
     return {
         name: strategy
         for name, strategy in _every_strategy(options).items()
-        if not isinstance(strategy, TableStrategy) or strategy.spec.compared
+        if (not isinstance(strategy, TableStrategy) or strategy.spec.compared)
+        and name not in PEER_ROWS  # the peers run when named (llm_rerank generates)
     }
 
 
@@ -168,6 +172,7 @@ def _every_strategy(
     found.update(framework_strategies())
     found.update(lingua_strategies())
     found.update(attention_strategies())
+    found.update(peer_strategies())
     for name, spec in table.items():
         if name not in found:
             found[name] = _table_strategy(name, spec, options)
@@ -322,6 +327,12 @@ def _random_order(instance: QAInstance, seed: int) -> list[Passage]:
     canonical = list(place_gold(instance, 0).passages)
     random.Random(seed).shuffle(canonical)
     return canonical
+
+
+def _gold_alone(instance: QAInstance, seed: int) -> list[Passage]:
+    if instance.gold is None:
+        raise EvalConfigError("gold_alone needs instances with a gold passage")
+    return [instance.gold]
 
 
 def _moved(instance: QAInstance, position: int) -> list[Passage]:
