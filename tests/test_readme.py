@@ -95,9 +95,16 @@ def test_the_section_has_both_examples() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 1], ids=["langchain", "llama_index"])
-def test_pipeline_example_runs(index: int, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pipeline_example_runs(
+    index: int, capsys: pytest.CaptureFixture[str], vllm_server: object
+) -> None:
+    """A small local scorer in front of the reader served by the session's vLLM."""
+    block = _blocks()[index]
+    url = "http://127.0.0.1:8000/v1"
+    assert url in block and f'"{vllm_server.name}"' in block  # type: ignore[attr-defined]
+    code = block.replace(url, vllm_server.base_url)  # type: ignore[attr-defined]
     namespace: dict[str, object] = {}
-    exec(compile(_blocks()[index], f"README.md block {index}", "exec"), namespace)
+    exec(compile(code, f"README.md block {index}", "exec"), namespace)
     if index == 0:
         docs = namespace["docs"]
         assert isinstance(docs, list)
