@@ -47,6 +47,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rag_position._jsonfile import read_json
 from rag_position.errors import DataFormatError
 from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
 from rag_position.strategies.profiles import PositionProfile
@@ -405,20 +406,7 @@ def read_tuned(path: str | os.PathLike[str]) -> TunedChoice:
     """
     where = os.fspath(path)
     hint = "write one with `rag-position tune --model SPEC --out FILE`"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataFormatError(f"tuned file {where!r} does not exist; {hint}") from None
-    except IsADirectoryError:
-        raise DataFormatError(f"tuned file {where!r} is a folder, not a file; {hint}") from None
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(f"tuned file {where!r} is not UTF-8 text: {exc}") from None
-    except OSError as exc:
-        raise DataFormatError(f"tuned file {where!r} cannot be read: {exc}") from None
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(f"tuned file {where!r} is not JSON: {exc}") from None
+    record = read_json(path, what="tuned file", hint=hint)
     try:
         return TunedChoice.from_dict(record)
     except (ValueError, TypeError) as exc:

@@ -15,6 +15,7 @@ import io
 import pytest
 
 MODULES = [
+    "rag_position._jsonfile",
     "rag_position.strategies._align",
     "rag_position.strategies._base",
     "rag_position.strategies._convex_score",

@@ -22,6 +22,7 @@ from typing import IO, Any, Protocol, overload
 import numpy as np
 import numpy.typing as npt
 
+from rag_position._jsonfile import read_json
 from rag_position.data.loaders import KVInstance, PathLike, QAInstance, load_qa
 from rag_position.data.metrics import normalize_answer
 from rag_position.passages import Passage
@@ -278,7 +279,7 @@ class InstanceBuilder:
         if not path.is_file():
             return {}
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
+            payload = read_json(path, what="rankings cache")
             header = (payload["format"], payload["data_sha256"], payload["embedder"], payload["k"])
             if header != (_CACHE_FORMAT, self._data_hash, self.embedder_name, k):
                 logger.warning("ignoring %s: written for other data, embedder or k", path)

@@ -140,6 +140,10 @@ def iter_jsonl(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise DataFormatError(
                     f"{name}: line {line_number}: not valid JSON ({exc.msg} at column {exc.colno})"
                 ) from exc
+            except (ValueError, RecursionError) as exc:  # a huge integer, deep nesting
+                raise DataFormatError(
+                    f"{name}: line {line_number}: not JSON this library reads ({exc})"
+                ) from None
             if not isinstance(obj, dict):
                 raise DataFormatError(
                     f"{name}: line {line_number}: expected a JSON object, got {type(obj).__name__}"

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
+from rag_position._jsonfile import read_json
+from rag_position.errors import DataFormatError
 from rag_position.eval.common import Decoding, EvalConfigError
 from rag_position.eval.report import REPORT_MD, SUMMARY_CSV, SUMMARY_JSON
 from rag_position.eval.store import KEY_FIELDS, PREDICTIONS_FILE
@@ -82,11 +84,11 @@ class RunMarker:
 def read_marker(folder: PathLike) -> RunMarker | None:
     """The folder's ``run.json`` (``None``: it has none); one that is not a marker is refused."""
     path = Path(folder) / RUN_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        data = read_json(path, what="run marker")
+    except DataFormatError as exc:
         raise EvalConfigError(
             f"--out {Path(folder)}: {path} is not a run marker of rag-position eval ({exc}); "
             "give the run a new --out, or remove that file if the folder is yours to reuse"
@@ -210,8 +212,8 @@ def _made_by(command: str | None) -> str:
 def _summary_command(folder: Path) -> str | None:
     """The command a report of the folder records (``summary.json``), if it can be read."""
     try:
-        data = json.loads((folder / SUMMARY_JSON).read_bytes())
-    except (OSError, ValueError):
+        data = read_json(folder / SUMMARY_JSON, what="report summary")
+    except DataFormatError:
         return None
     command = data.get("command") if isinstance(data, dict) else None
     return command if isinstance(command, str) else None

@@ -10,13 +10,13 @@ column of their own: its first report is conclusive where its own run cannot be.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_position._jsonfile import read_json
 from rag_position.eval.report import Column, acc_cell, versus_cell
 
 REFERENCE_FILE = "reference-embedded-200.json"
@@ -132,7 +132,7 @@ def load_reference(path: str | Path | None = None) -> Reference:
     from rag_position.data import packaged_data_dir
 
     file = Path(path) if path is not None else packaged_data_dir() / REFERENCE_FILE
-    payload = json.loads(file.read_text(encoding="utf-8"))
+    payload = read_json(file, what="reference file")
     rows = {(r["task"], r["strategy"], r["setting"]): r for r in payload["rows"]}
     return Reference(payload["model"], int(payload["questions"]), payload["sources"], rows)
 

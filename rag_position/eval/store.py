@@ -117,11 +117,12 @@ class PredictionStore:
                 continue
             try:
                 row = json.loads(raw)
-            except json.JSONDecodeError as exc:
+            except (ValueError, RecursionError) as exc:  # a huge integer, deep nesting
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
                 raise DataFormatError(
-                    f"{self.path}: line {number}: not valid JSON ({exc.msg}); is this a "
+                    f"{self.path}: line {number}: not valid JSON ({why}); is this a "
                     "predictions file of rag-position eval?"
-                ) from exc
+                ) from None
             if not isinstance(row, dict):
                 raise DataFormatError(f"{self.path}: line {number}: expected a JSON object")
             for name in KEY_FIELDS:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from rag_position._jsonfile import read_json
 from rag_position.models.protocols import Scorer, Span
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies._base import check_passages, check_question, score_prompts, to_passages
@@ -99,14 +100,7 @@ class PositionProfile:
     def load(cls, path: str | os.PathLike[str]) -> PositionProfile:
         """The profile :meth:`save` wrote to ``path``; every error names the file."""
         where = os.fspath(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"position profile file {where!r} is not UTF-8: {exc}") from None
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"position profile file {where!r} is not JSON: {exc}") from None
+        record = read_json(path, what="position profile file")
         if not isinstance(record, Mapping):
             raise ValueError(
                 f"position profile file {where!r} must hold a JSON object (as "

@@ -1,0 +1,201 @@
+"""The files the library trusts (issue 42): one bounded JSON reader, and output paths
+checked before any work.
+
+Every JSON file the library reads back (tuned files, ``run.json``, position profiles,
+caches) goes through :func:`rag_position._jsonfile.read_json`: a FIFO, a device or a
+huge file is refused before it is read (a FIFO would block forever, ``/dev/zero`` would
+fill the memory), deep nesting before it is parsed (a ``RecursionError``), and a
+100,000-digit integer with an error naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag_position import DataFormatError, PositionProfile, load_tuned, read_tuned
+from rag_position._jsonfile import MAX_BYTES, nesting_depth, read_json
+from rag_position.eval.common import Decoding, EvalConfigError
+from rag_position.eval.marker import RUN_FILE, check_run_folder
+
+DEEP = "[" * 200_000 + "]" * 200_000
+HUGE_INT = '{"format": ' + "1" * 100_000 + "}"
+
+
+def _run_folder_check(path: Path) -> None:
+    check_run_folder(path.parent, task="kv", decoding=Decoding())
+
+
+def _profile_load(path: Path) -> Any:
+    return PositionProfile.load(path)
+
+
+READERS: list[tuple[str, str, Callable[[Path], Any], type[Exception]]] = [
+    ("read_tuned", "tuned.json", read_tuned, DataFormatError),
+    ("load_tuned", "tuned.json", load_tuned, DataFormatError),
+    ("run.json", RUN_FILE, _run_folder_check, EvalConfigError),
+    ("profile", "profile.json", _profile_load, ValueError),
+]
+IDS = [r[0] for r in READERS]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    made = tmp_path / "run"
+    made.mkdir()
+    return made
+
+
+@pytest.mark.parametrize(("reader", "name", "read", "error"), READERS, ids=IDS)
+def test_deep_nesting_is_refused_before_parsing(
+    folder: Path, reader: str, name: str, read: Callable[[Path], Any], error: type[Exception]
+) -> None:
+    path = folder / name
+    path.write_text(DEEP, encoding="utf-8")
+    with pytest.raises(error, match="nested more than 64 deep") as caught:
+        read(path)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("reader", "name", "read", "error"), READERS, ids=IDS)
+def test_a_huge_integer_names_the_file(
+    folder: Path, reader: str, name: str, read: Callable[[Path], Any], error: type[Exception]
+) -> None:
+    path = folder / name
+    path.write_text(HUGE_INT, encoding="utf-8")
+    with pytest.raises(error, match="an integer of 100000 digits") as caught:
+        read(path)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("reader", "name", "read", "error"), READERS, ids=IDS)
+def test_a_device_is_refused_without_reading_it(
+    folder: Path, reader: str, name: str, read: Callable[[Path], Any], error: type[Exception]
+) -> None:
+    path = folder / name
+    path.symlink_to("/dev/zero")  # read whole, it fills the memory
+    with pytest.raises(error, match="is a character device, not a regular file") as caught:
+        read(path)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("reader", "name", "read", "error"), READERS, ids=IDS)
+def test_a_large_file_is_refused_by_its_size(
+    folder: Path, reader: str, name: str, read: Callable[[Path], Any], error: type[Exception]
+) -> None:
+    path = folder / name
+    with open(path, "wb") as f:
+        f.truncate(2**30)  # sparse: 1 GiB of zeros that takes no disk
+    with pytest.raises(error, match=f"over the {MAX_BYTES:,}") as caught:
+        read(path)
+    assert str(path) in str(caught.value)
+
+
+@pytest.fixture
+def fifo(folder: Path) -> Iterator[Callable[[str], Path]]:
+    """Make a FIFO; at the end, open its writing end so that a reader stuck on it ends."""
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        path = folder / name
+        os.mkfifo(path)
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # no reader waits on it
+            continue
+        os.close(fd)
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> BaseException | None:
+    """The exception ``call`` raised, failing the test if it takes over ``seconds``."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still blocked after {seconds} s"
+    return outcome[0]
+
+
+@pytest.mark.parametrize(("reader", "name", "read", "error"), READERS, ids=IDS)
+def test_a_fifo_is_refused_without_blocking(
+    fifo: Callable[[str], Path],
+    reader: str,
+    name: str,
+    read: Callable[[Path], Any],
+    error: type[Exception],
+) -> None:
+    path = fifo(name)
+    start = time.monotonic()
+    caught = _within(5.0, lambda: read(path))
+    assert isinstance(caught, error), caught
+    assert "is a FIFO (named pipe), not a regular file" in str(caught)
+    assert str(path) in str(caught) and time.monotonic() - start < 5
+
+
+def test_the_reader_itself(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"a": "[[[[", "b": [1, 2.5, {"c": null}]}', encoding="utf-8")
+    assert read_json(path) == {"a": "[[[[", "b": [1, 2.5, {"c": None}]}
+    assert nesting_depth(r'{"a": "[[[[\\", "b": [1]}') == 2  # an escaped backslash
+    assert nesting_depth(r'["\"]"]') == 1  # an escaped quote: the string goes on
+    for text, message in [
+        ("[" * 65 + "]" * 65, "nested more than 64 deep"),
+        ("[" * 64 + "]" * 64, None),
+        ('{"a": NaN}', "holds NaN, which is not JSON"),
+        ('{"a": 1e999}', "holds the number 1e999, too large"),
+        ('{"a": -Infinity}', "holds -Infinity"),
+        ("{", "is not JSON"),
+    ]:
+        path.write_text(text, encoding="utf-8")
+        if message is None:
+            read_json(path)
+            continue
+        with pytest.raises(DataFormatError, match=message):
+            read_json(path, what="cache")
+    path.write_bytes(b"\xff{}")
+    with pytest.raises(DataFormatError, match="is not UTF-8"):
+        read_json(path)
+    with pytest.raises(DataFormatError, match="is a folder, not a file"):
+        read_json(tmp_path)
+    with pytest.raises(DataFormatError, match="does not exist; make one"):
+        read_json(tmp_path / "nope.json", hint="make one")
+    with pytest.raises(DataFormatError, match="a part of its path is a file"):
+        read_json(path / "under")
+
+
+def test_the_reader_does_not_depend_on_the_int_digit_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    if not hasattr(sys, "set_int_max_str_digits"):
+        pytest.skip("no int digit limit in this Python")
+    path = tmp_path / "x.json"
+    path.write_text("[" + "9" * 10_000 + "]", encoding="utf-8")
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # no limit: the reader still refuses
+    try:
+        with pytest.raises(DataFormatError, match="an integer of 10000 digits"):
+            read_json(path)
+    finally:
+        sys.set_int_max_str_digits(before)
