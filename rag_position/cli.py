@@ -45,7 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument(
         "--model",
         default="embedded",
-        help="'embedded' or 'embedded:gemma3-270m' (exported from its GGUF once, cached), "
+        help="'embedded', 'embedded:gemma3-270m', 'embedded:qwen2.5-coder-0.5b' or "
+        "'embedded:qwen2.5-coder-1.5b' (exported from its GGUF once, cached), "
         "'hf:<folder>' or 'hf:<file>.gguf' (default: embedded)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")

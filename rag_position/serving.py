@@ -95,8 +95,8 @@ class ServerStartError(BackendUnavailableError):
 def model_folder(spec: str) -> tuple[Path, str]:
     """The transformers folder vLLM loads for a local spec, and the name to serve it under.
 
-    ``embedded`` and ``embedded:gemma3-270m`` are exported from their GGUF files
-    (cached); ``hf:<folder>`` is used as is
+    ``embedded``, ``embedded:gemma3-270m`` and the ``embedded:qwen2.5-coder-*`` models
+    are exported from their GGUF files (cached); ``hf:<folder>`` is used as is
     (``hf:<file>.gguf`` is exported). A hub name is refused: rag-position downloads
     nothing; download it first, then pass its folder.
     """
@@ -108,7 +108,8 @@ def model_folder(spec: str) -> tuple[Path, str]:
     parsed = parse_spec(spec)
     if parsed is None or parsed.backend.weights is None:
         raise ModelSpecError(
-            f"cannot serve {spec!r}: give 'embedded', 'embedded:gemma3-270m', 'hf:<folder>' "
+            f"cannot serve {spec!r}: give 'embedded', 'embedded:gemma3-270m', "
+            "'embedded:qwen2.5-coder-0.5b', 'embedded:qwen2.5-coder-1.5b', 'hf:<folder>' "
             "or 'hf:<file>.gguf'"
         )
     path, name = parsed.backend.weights(parsed.target)

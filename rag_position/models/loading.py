@@ -21,8 +21,13 @@ from rag_position.errors import ModelSpecError
 from rag_position.models.embedded import (
     EMBEDDED_SERVED_NAME,
     GEMMA_SERVED_NAME,
+    QWEN05,
+    QWEN15,
+    SplitGGUF,
+    check_split_gguf,
     embedded_gguf_path,
     gemma_gguf_path,
+    split_gguf_path,
 )
 
 
@@ -114,6 +119,27 @@ def _check_gemma(spec: str) -> None:
         gemma_gguf_path()  # raises the error naming the extra and the licence
 
 
+def _split_gguf_backend(model: SplitGGUF, about: str) -> Backend:
+    """The row of an opt-in model whose GGUF file comes split across PyPI packages
+    (:class:`~rag_position.models.embedded.SplitGGUF`): assembled and checked once into
+    the cache, then loaded like any GGUF file."""
+
+    def load(spec: str, target: str, **kwargs: Any) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        path = split_gguf_path(model)
+        loaded = _transformers_model(spec).from_pretrained(str(path), **kwargs)
+        loaded.name = model.model_name
+        return loaded
+
+    return Backend(
+        prefix=model.spec,
+        form=f"{model.spec!r} ({about}, opt-in: {model.install_hint})",
+        load=load,
+        check=lambda spec: check_split_gguf(model),
+        weights=lambda target: LocalWeights(split_gguf_path(model), model.served_name),
+    )
+
+
 def _load_hf(spec: str, target: str, **kwargs: Any) -> Any:
     return _transformers_model(spec).from_pretrained(target, **kwargs)
 
@@ -192,6 +218,8 @@ _GEMMA = Backend(
     check=_check_gemma,
     weights=lambda target: LocalWeights(gemma_gguf_path(), GEMMA_SERVED_NAME),
 )
+_QWEN05 = _split_gguf_backend(QWEN05, "Qwen2.5-Coder-0.5B-Instruct, Apache-2.0")
+_QWEN15 = _split_gguf_backend(QWEN15, "Qwen2.5-Coder-1.5B-Instruct, Apache-2.0")
 _HF = Backend(
     prefix="hf:",
     form="'hf:<name-or-folder>' (any local transformers causal LM; a .gguf file path accepted)",
@@ -206,7 +234,7 @@ _OPENAI = Backend(
     load=_load_openai,
     local=False,
 )
-BACKENDS: tuple[Backend, ...] = (_EMBEDDED, _GEMMA, _HF, _OPENAI)
+BACKENDS: tuple[Backend, ...] = (_EMBEDDED, _GEMMA, _QWEN05, _QWEN15, _HF, _OPENAI)
 """Every backend a spec string can name, in the order :data:`ACCEPTED_SPECS` lists them."""
 ACCEPTED_SPECS = ", ".join(backend.form for backend in BACKENDS)
 """The accepted spec forms, for error messages."""
@@ -281,8 +309,9 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     """Load a Generator (and Scorer, where the backend can score) from a spec string.
 
     Accepted forms: ``"embedded"``; ``"embedded:gemma3-270m"`` (opt-in, the ``[gemma]``
-    extra); ``"hf:<name-or-folder>"`` (a GGUF file path is
-    accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
+    extra); ``"embedded:qwen2.5-coder-0.5b"`` and ``"embedded:qwen2.5-coder-1.5b"``
+    (opt-in, the ``[qwen05]`` and ``[qwen15]`` extras); ``"hf:<name-or-folder>"`` (a
+    GGUF file path is accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
     ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
     ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
     ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
