@@ -403,6 +403,8 @@ def spec_of(model: Any) -> str:
     known = {
         "embedded:SmolLM2-135M-Instruct": "embedded",
         "embedded:gemma-3-270m": "embedded:gemma3-270m",
+        "embedded:Qwen2.5-Coder-0.5B-Instruct": "embedded:qwen2.5-coder-0.5b",
+        "embedded:Qwen2.5-Coder-1.5B-Instruct": "embedded:qwen2.5-coder-1.5b",
     }
     if name in known:
         return known[name]
