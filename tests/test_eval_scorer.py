@@ -109,3 +109,21 @@ def test_reader_scorer_delegates_and_meters() -> None:
         pair.score_spans(["GOLD x", "y"], [(0, 1), (0, 1)])
     assert tally.total.lm_calls == 2 and tally.total.prompt_tokens == 14
     assert pair.generate(["Question: question 1?"]) == ["I do not know"]
+
+
+def test_tune_chooses_for_the_pair_and_names_the_scorer(tmp_path: Path) -> None:
+    from rag_position import read_tuned
+    from rag_position.eval import run_tune
+
+    data = write_gold_at_file(tmp_path / "gold.jsonl", n=4, gold=4)
+    scorer = GoldScorer()
+    out = tmp_path / "tune"
+    run_tune(
+        Reader(), scorer=scorer, data=data, questions=4, skip=0, spec="embedded", out=out,
+        strategies=["edge", "select_and_place:top_n=1"], profile=[0.5] * 10, progress=False,
+    )  # fmt: skip
+    choice = read_tuned(out / "tuned.json")
+    # The reader answers from one passage only; the scorer finds it: selection wins.
+    assert choice.strategy == "select_and_place" and choice.options == {"top_n": 1}
+    assert choice.model == "small-scorer"  # the model a pipeline loads to score with
+    assert scorer.prompts > 0
