@@ -47,7 +47,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rag_position._jsonfile import read_json
+from rag_position._jsonfile import check_output_file, read_json
 from rag_position.errors import DataFormatError
 from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
 from rag_position.strategies.profiles import PositionProfile
@@ -383,13 +383,22 @@ class TunedChoice:
         )
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """Save the file at ``path`` (atomically: a temporary file beside it, then renamed)."""
-        target = Path(path)
+        """Save the file at ``path`` (atomically: a temporary file beside it, then renamed).
+
+        ``path`` must be a regular file (replaced) or a new name in a folder that exists:
+        a folder, a device or a FIFO is refused before anything is written (a
+        ``ValueError`` naming it), as is a name in a missing folder.
+        """
+        target = check_output_file(path, what="tuned file")
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, target)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot write tuned file {os.fspath(target)}: {exc.strerror or exc}"
+            ) from None
         finally:
             tmp.unlink(missing_ok=True)
         return target

@@ -7,6 +7,8 @@ replaced by stubs that fail the test if they are reached.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -293,3 +295,62 @@ def test_data_with_a_lone_surrogate_names_file_line_and_field(
     _error_line(
         code, err, str(data), "line 2", "field 'question'", "not valid Unicode", "character 8"
     )
+
+
+# ------------------------------------------------------------------ tune: the tuned file
+def _bad_tuned_targets(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """Each bad ``--tuned`` value, with what its error says."""
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    fifo = tmp_path / "a-fifo"
+    os.mkfifo(fifo)
+    return {
+        "a folder": (str(folder), "is a folder"),
+        "a FIFO": (str(fifo), "is a FIFO (named pipe), not a regular file"),
+        "a device": ("/dev/null", "is a character device, not a regular file"),
+        "a missing folder": (str(tmp_path / "nope" / "t.json"), f"its folder {tmp_path / 'nope'} "
+                             "does not exist"),
+        "under a file": (str(tmp_path / "a-file" / "t.json"), "a part of its path is a file"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case", ["a folder", "a FIFO", "a device", "a missing folder", "under a file", "empty"]
+)
+def test_tune_checks_the_tuned_file_before_any_work(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--tuned`` was checked after the whole run: /dev/null replaced by a file (as root),
+    a folder an IsADirectoryError traceback, '' "has an empty name", a missing folder
+    named the temporary file."""
+    (tmp_path / "a-file").write_text("")
+    targets = _bad_tuned_targets(tmp_path)
+    value, says = targets.get(case, ("", "is empty"))
+    out = tmp_path / "run"
+    code, err = _run(["tune", "--tuned", value, "--out", str(out), "--questions", "2"], capsys)
+    _error_line(code, err, "--tuned", says)
+    assert not out.exists()  # before the run's folder was made
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "a-fifo").st_mode)
+
+
+def test_tune_out_naming_a_json_folder_names_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "tuned.json"
+    folder.mkdir()
+    code, err = _run(["tune", "--out", str(folder), "--questions", "2"], capsys)
+    _error_line(code, err, f"--out {folder}", "is a folder")
+    assert not (tmp_path / "tuned-run").exists()
+
+
+def test_tune_profile_that_is_missing_names_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "profile.json"
+    code, err = _run(
+        ["tune", "--profile", str(missing), "--out", str(tmp_path / "run"), "--questions", "2"],
+        capsys,
+    )
+    _error_line(code, err, f"--profile {missing}", "does not exist")
+    assert not (tmp_path / "run").exists()

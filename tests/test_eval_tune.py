@@ -161,6 +161,10 @@ def test_shards_need_a_given_profile(tmp_path: Path) -> None:
 def test_skip_past_the_data_is_refused(tmp_path: Path) -> None:
     with pytest.raises(EvalConfigError, match="--skip 5000"):
         run_tune(ScriptedScorer(), questions=2, skip=5000, out=tmp_path, progress=False)
+    with pytest.raises(EvalConfigError, match="--skip 1000000000"):
+        run_tune(ScriptedScorer(), skip=10**9, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()  # refused before the run's folder was marked
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from rag_position import DataFormatError, PositionProfile, load_tuned, read_tuned
-from rag_position._jsonfile import MAX_BYTES, nesting_depth, read_json
+from rag_position._jsonfile import MAX_BYTES, check_output_file, nesting_depth, read_json
 from rag_position.eval.common import Decoding, EvalConfigError
 from rag_position.eval.marker import RUN_FILE, check_run_folder
 
@@ -199,3 +199,72 @@ def test_the_reader_does_not_depend_on_the_int_digit_limit(
             read_json(path)
     finally:
         sys.set_int_max_str_digits(before)
+
+
+# ---------------------------------------------------------------------- written files
+def _choice() -> Any:
+    from rag_position import TunedChoice
+
+    return TunedChoice(
+        model="m", spec="embedded", dtype=None, strategy="edge", options={}, profile=None,
+        evidence=(), questions={"data": "x", "first": 0, "n": 1}, command="",
+        created="2026-05-09T07:35:25+00:00",
+    )  # fmt: skip
+
+
+def test_a_tuned_file_is_written_only_over_a_regular_file(
+    tmp_path: Path, fifo: Callable[[str], Path]
+) -> None:
+    pipe = fifo("pipe.json")
+    caught = _within(5.0, lambda: _choice().write(pipe))
+    assert isinstance(caught, ValueError), caught
+    assert f"tuned file {pipe} is a FIFO (named pipe), not a regular file" in str(caught)
+    assert os.path.exists(pipe) and not pipe.is_file()  # left as it was
+    with pytest.raises(ValueError, match=f"tuned file {tmp_path} is a folder"):
+        _choice().write(tmp_path)
+    missing = tmp_path / "nope" / "t.json"
+    with pytest.raises(ValueError, match=f"tuned file {missing} cannot be written: its folder"):
+        _choice().write(missing)
+    with pytest.raises(ValueError, match="is empty"):
+        _choice().write("")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no temporary file left
+    written = _choice().write(tmp_path / "ok.json")
+    assert read_tuned(written) == _choice()
+
+
+def test_run_tune_checks_the_tuned_file_before_any_work(tmp_path: Path) -> None:
+    from test_eval_runner import ScriptedScorer
+
+    from rag_position.eval import run_tune
+
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    model = ScriptedScorer()
+    with pytest.raises(EvalConfigError, match=f"--tuned {folder} is a folder"):
+        run_tune(model, questions=2, out=tmp_path / "run", tuned=folder, progress=False)
+    assert model.prompts == [] and not (tmp_path / "run").exists()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "tuned.json").mkdir()  # the default file: <out>/tuned.json
+    with pytest.raises(EvalConfigError, match=r"tuned\.json is a folder"):
+        run_tune(model, questions=2, out=tmp_path / "run", progress=False)
+    assert model.prompts == []
+
+
+@pytest.mark.parametrize("name", ["predictions.jsonl", "run.json", "report.md", "summary.json"])
+def test_a_run_folder_holding_a_fifo_is_refused(
+    folder: Path, fifo: Callable[[str], Path], name: str
+) -> None:
+    """A FIFO named predictions.jsonl blocked the run forever when it opened the store."""
+    pipe = fifo(name)
+    caught = _within(5.0, lambda: check_run_folder(folder, task="kv", decoding=Decoding()))
+    assert isinstance(caught, EvalConfigError), caught
+    assert str(pipe) in str(caught) and "FIFO" in str(caught)
+
+
+def test_check_output_file_accepts_a_new_name_or_a_regular_file(tmp_path: Path) -> None:
+    assert check_output_file(tmp_path / "new.json", what="--tuned") == tmp_path / "new.json"
+    (tmp_path / "old.json").write_text("{}")
+    check_output_file(tmp_path / "old.json", what="--tuned")
+    (tmp_path / "link.json").symlink_to("/dev/null")
+    with pytest.raises(ValueError, match=r"link\.json is a character device"):
+        check_output_file(tmp_path / "link.json", what="--tuned")

@@ -37,7 +37,7 @@ from rag_position.eval.quick import QUICK
 from rag_position.eval.report import EvalResult, acc_cell
 from rag_position.eval.swim import SWIM
 from rag_position.eval.task import TaskSpec
-from rag_position.eval.tune import TUNE
+from rag_position.eval.tune import TUNE, check_tune_files
 from rag_position.eval.voting import VOTING
 from rag_position.models import find_backend, load_model
 
@@ -79,14 +79,15 @@ def add_tune_parser(commands: Any) -> None:
     TUNE.parser(commands)
 
 
-def tune_paths(args: argparse.Namespace) -> None:
+def tune_paths(args: argparse.Namespace) -> str:
     """``--out tuned.json``: the tuned file is that file, the run folder ``tuned-run``.
+    Returns the option that names the tuned file (``--out`` or ``--tuned``).
 
     Example:
         >>> from pathlib import Path
         >>> args = argparse.Namespace(out=Path("tuned.json"), tuned=None)
-        >>> tune_paths(args); args.out, args.tuned
-        (PosixPath('tuned-run'), PosixPath('tuned.json'))
+        >>> tune_paths(args), args.out, args.tuned
+        ('--out', PosixPath('tuned-run'), PosixPath('tuned.json'))
     """
     out = getattr(args, "out", None)
     if out is not None and Path(out).suffix == ".json":
@@ -97,6 +98,8 @@ def tune_paths(args: argparse.Namespace) -> None:
             )
         args.tuned = Path(out)
         args.out = Path(out).with_name(Path(out).stem + "-run")
+        return "--out"
+    return "--tuned"
 
 
 def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -106,13 +109,15 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.command == "tune":
         args.task = "tune"
     spec = SPECS[args.task]
+    flag = "--tuned"
     try:
         check_command_text(argv)
         if spec is TUNE:
-            tune_paths(args)
+            flag = tune_paths(args)
         params = spec.from_cli(args)  # before the model loads
         if spec is TUNE:
             params["spec"] = args.scorer or args.model  # what the tuned file loads to score
+            check_tune_files(params, tuned_flag=flag)  # the files it writes and reads
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         if isinstance(params.get("scorer"), str):

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
-from rag_position._jsonfile import read_json
+from rag_position._jsonfile import file_kind, read_json
 from rag_position.errors import DataFormatError
 from rag_position.eval.common import Decoding, EvalConfigError
 from rag_position.eval.report import REPORT_MD, SUMMARY_CSV, SUMMARY_JSON
@@ -121,6 +122,7 @@ def check_run_folder(
     if out is None or not Path(out).is_dir():
         return
     folder = Path(out)
+    _check_file_kinds(folder)
     wanted = decoding.as_dict()
     marker = read_marker(folder)
     if marker is not None:
@@ -156,6 +158,26 @@ def check_run_folder(
             "from; this run would replace that report with its own. Give this run a new "
             "--out (or move that report away)"
         )
+
+
+def _check_file_kinds(folder: Path) -> None:
+    """Every file a run writes in ``folder`` is a regular file or absent: a FIFO there
+    would block the run when it opens it, and a device would take its records."""
+    for name in (RUN_FILE, PREDICTIONS_FILE, *REPORT_FILES):
+        path = folder / name
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise EvalConfigError(
+                f"--out {folder}: {path} cannot be checked ({exc.strerror or exc})"
+            ) from None
+        if not stat.S_ISREG(mode):
+            raise EvalConfigError(
+                f"--out {folder}: {path} is {file_kind(mode)}, not a regular file; the run "
+                "writes that file: give the run a new --out, or move it away"
+            )
 
 
 def _check_unmarked_predictions(

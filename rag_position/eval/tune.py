@@ -26,13 +26,16 @@ writes the file.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rag_position._jsonfile import check_output_file
 from rag_position.eval.common import EvalConfigError, check_questions
 from rag_position.eval.compare import PROFILE_ROWS, compare_section
 from rag_position.eval.datasets import load_multidoc
@@ -41,7 +44,7 @@ from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num
 from rag_position.eval.strategies import split_variant
 from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
 from rag_position.strategies import STRATEGIES
-from rag_position.strategies.profiles import as_profile
+from rag_position.strategies.profiles import PositionProfile, as_profile
 
 TUNE_QUESTIONS = 60
 """Dev questions ``tune`` measures on by default."""
@@ -67,6 +70,45 @@ TIE_POINTS = 2.0
 """Candidates within this many accuracy points of the best count as tied; the cheapest wins."""
 TUNE_DOCS_POSITIONS = 3
 """The profile's measured positions: first, middle, last."""
+
+
+def tuned_file(text: str) -> Path:
+    """An argparse type: ``--tuned``, a file name; an empty one is refused.
+
+    Example:
+        >>> tuned_file("")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: is empty: name the tuned file to write (default <out>/tuned.json)
+    """  # noqa: E501
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "is empty: name the tuned file to write (default <out>/tuned.json)"
+        )
+    return Path(text)
+
+
+def check_tune_files(
+    values: Mapping[str, Any], *, tuned_flag: str = "--tuned"
+) -> PositionProfile | None:
+    """``tune``'s own files, checked before any work: the tuned file it will write (a
+    regular file or a new name in a folder that exists, never a folder, a device or a
+    FIFO; the default ``<out>/tuned.json`` only where something is there already) and
+    the ``--profile`` it reads (returned, read). ``tuned_flag``: the option that named
+    the tuned file (``--out FILE.json`` names it too)."""
+    tuned, out = values.get("tuned"), values.get("out")
+    if tuned is not None:
+        check_output_file(tuned, what=tuned_flag, error=EvalConfigError)
+    elif out is not None and os.path.lexists(Path(out) / "tuned.json"):
+        check_output_file(Path(out) / "tuned.json", what="--tuned", error=EvalConfigError)
+    profile = values.get("profile")
+    if profile is None:
+        return None
+    try:
+        return as_profile(profile)
+    except (ValueError, TypeError) as exc:
+        shown = os.fspath(profile) if isinstance(profile, (str, os.PathLike)) else "given"
+        raise EvalConfigError(f"--profile {shown}: {exc}") from None
 
 
 TUNE = TaskSpec(
@@ -109,7 +151,7 @@ TUNE = TaskSpec(
             None,
             "the tuned file to write (default: <out>/tuned.json)",
             "--tuned",
-            {"type": Path},
+            {"type": tuned_file},
             recorded=False,
         ),
         Param(
@@ -145,6 +187,7 @@ def run_tune(run: TaskRun) -> EvalResult:
         choice = read_tuned("runs/tune/tuned.json")
         choice.strategy, choice.options
     """
+    given = check_tune_files(run.values)  # before any work
     questions, k = run["questions"], run["docs"]
     skip = run["skip"] if run["skip"] is not None else (TUNE_SKIP if run["data"] is None else 0)
     if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
@@ -157,7 +200,6 @@ def run_tune(run: TaskRun) -> EvalResult:
     if budget is not None and not (budget > 0 and math.isfinite(budget)):
         raise EvalConfigError(f"--max-tokens must be a number > 0, got {budget!r}")
     candidates = check_candidates(run["strategies"])
-    given = None if run["profile"] is None else as_profile(run["profile"])
     if run["shard"] is not None and given is None:
         raise EvalConfigError(
             "--shard with tune needs --profile: the profile strategies place passages by the "
@@ -165,7 +207,6 @@ def run_tune(run: TaskRun) -> EvalResult:
             "measure it first (eval multidoc --positions 0,4,9 --no-baselines on the same "
             "questions, sharded and merged) or run tune unsharded"
         )
-    ctx = run.ctx
     wanted = None if questions is None else skip + questions
     try:
         full = load_multidoc(run["data"], docs=k, questions=wanted, embedder=run["embedder"])
@@ -182,6 +223,7 @@ def run_tune(run: TaskRun) -> EvalResult:
             "on; lower --skip"
         )
     dataset = replace(full, instances=full.instances[skip:])
+    ctx = run.ctx  # the inputs checked: the folder becomes this run's
     sections: list[Section] = []
     if given is None:
         positions = sorted({0, k // 2, k - 1})

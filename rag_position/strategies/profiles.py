@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from rag_position._jsonfile import read_json
+from rag_position._jsonfile import check_output_file, read_json
 from rag_position.models.protocols import Scorer, Span
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies._base import check_passages, check_question, score_prompts, to_passages
@@ -94,6 +94,9 @@ class PositionProfile:
         return cls(tuple(values), model_name=str(record["model"]), source=record["source"])
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the profile as JSON at ``path`` (a regular file or a new name in a folder
+        that exists; a folder, a device or a FIFO is a ``ValueError`` naming it)."""
+        check_output_file(path, what="position profile file")
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     @classmethod
