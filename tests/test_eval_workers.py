@@ -7,8 +7,13 @@ chunks before it saved, and the rerun resumes; a server's model is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import types
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -251,3 +256,103 @@ def test_a_prompt_of_an_earlier_chunk_is_generated_once_as_in_one_process(
         ]
         assert [r["instance"] for r in _raw(store.path.parent)] == [f"q{i}" for i in range(24)]
     assert results[2] == results[1]
+
+
+# ---------------------------------------------------------------------- the run's process dies
+RUN_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from test_eval_runner import Scripted, write_gold_at_file
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
+
+class Slow(Scripted):
+    def generate(self, prompts, **kwargs):
+        with open({log!r}, "a") as out:
+            out.write(f"{{os.getpid()}}\\n")
+        time.sleep(0.2)
+        return super().generate(prompts, **kwargs)
+
+data = write_gold_at_file(Path({folder!r}) / "nq-open-10_total_documents_gold_at_3.jsonl", n=200)
+eval_cli.load_model = lambda spec, **kwargs: Slow()
+sys.exit(main(["eval", "multidoc", "--data", str(data), "--out", {out!r}, "--workers", "2",
+               "--batch-size", "1", "--no-progress"]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
+    """A ``--workers 2`` run of a slow scripted model in a process of its own; returns
+    it and its workers' pids once both have generated."""
+    log = tmp_path / "pids.txt"
+    script = RUN_SCRIPT.format(
+        tests=str(Path(__file__).parent), log=str(log), folder=str(tmp_path),
+        out=str(tmp_path / "run"),
+    )  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while len(workers) < 2:
+        assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.1)
+        if log.exists():
+            workers = {int(p) for p in log.read_text().split()} - {run.pid}
+    return run, workers
+
+
+def _gone_within(pids: set[int], seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return {p for p in pids if _alive(p)}
+
+
+def _end(pids: set[int]) -> None:
+    for pid in pids:  # a failed test leaves nothing behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_the_workers_die_with_the_runs_process(tmp_path: Path, how: str) -> None:
+    """SIGKILL or SIGTERM of a ``--workers 2`` run left both workers alive minutes later,
+    re-parented to PID 1, at about 0.9 GB each."""
+    run, workers = _start_run(tmp_path)
+    try:
+        os.kill(run.pid, getattr(signal, how))
+        run.communicate(timeout=30)
+        assert _gone_within(workers, 5.0) == set(), f"workers {workers} outlived the run"
+    finally:
+        _end(workers)
+        run.kill()
+    if how == "SIGTERM":
+        assert run.returncode in (143, -signal.SIGTERM), run.returncode
+
+
+def test_ctrl_c_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    run, workers = _start_run(tmp_path)
+    try:
+        os.kill(run.pid, signal.SIGINT)
+        _, err = run.communicate(timeout=30)
+        assert _gone_within(workers, 5.0) == set()
+    finally:
+        _end(workers)
+        run.kill()
+    assert run.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "interrupted" in lines[0], err

@@ -14,6 +14,14 @@ and writes the same records as the same run in one process on one thread (a
 different thread count changes the low bits of the arithmetic, and so can change a
 greedy answer), and resumes the same.
 
+The workers die with the run's process: each asks the kernel for ``SIGKILL`` when
+its parent dies (Linux ``PR_SET_PDEATHSIG``; a parent already gone by then ends it at
+once), so that a run killed with ``SIGKILL`` leaves no worker behind holding a copy
+of the model's memory. While the workers run, ``SIGTERM`` of the run's process (where
+it has no handler of its own) stops them and ends the run with :class:`Terminated`
+(exit status 143), and the workers ignore ``SIGINT``: Ctrl-C reaches the run's
+process, which stops them (``KeyboardInterrupt``).
+
 Linux only (``fork``); elsewhere ``workers`` must be 1.
 """
 
@@ -21,7 +29,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence, Set
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -55,6 +65,15 @@ class _RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return f"\n{self.args[0]}"
+
+
+class Terminated(SystemExit):
+    """The run's process received ``SIGTERM`` while its workers ran: they are stopped,
+    and the run ends (``SystemExit`` with status 143, 128 + SIGTERM, as a process the
+    signal ends reports it); the predictions saved so far stay, and a rerun resumes."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
 
 
 class WorkerError(RuntimeError):
@@ -187,9 +206,12 @@ def run_forked(work: Staged, chunks: Sequence[Any], workers: int) -> Iterator[Re
     context = multiprocessing.get_context("fork")
     _TASK = (work, chunks)
     try:
-        with _quiet_tokenizers():  # the workers fork at the first submit
+        with _quiet_tokenizers(), _terminate_on_sigterm():  # the workers fork at the first submit
             pool = ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_start_worker, initargs=(threads,)
+                workers,
+                mp_context=context,
+                initializer=_start_worker,
+                initargs=(threads, os.getpid(), _prctl()),
             )
             try:
                 yield from _pipeline(pool, work, chunks, workers)
@@ -262,11 +284,64 @@ def _threads_each(workers: int) -> int | None:
     return max(1, int(torch.get_num_threads()) // workers)
 
 
-def _start_worker(threads: int | None) -> None:
+def _start_worker(threads: int | None, parent: int, prctl: Callable[..., int] | None) -> None:
+    """In each worker, first: die with the run's process ``parent``; leave Ctrl-C to it
+    (the terminal sends SIGINT to every process of the group; the parent stops the
+    workers) and take SIGTERM's default (the parent's handler is not the worker's)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # it died before the call: no signal will come
+            os._exit(1)
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl``, looked up in the run's process (so a worker imports nothing
+    before it asks for its parent-death signal), or ``None`` where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        found: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return found
+
+
+@contextmanager
+def _terminate_on_sigterm() -> Iterator[None]:
+    """While the workers run: ``SIGTERM`` raises :class:`Terminated` in the run's process,
+    which stops the workers on its way out (:func:`run_forked`). Only where SIGTERM has
+    its default action, in the main thread (a handler of the program's own is kept;
+    the workers' parent-death signal still ends them if the process dies)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            yield
+            return
+    except (ValueError, OSError):
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _prepare(index: int) -> Any:

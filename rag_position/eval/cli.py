@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.errors import RagPositionError
+from rag_position.eval._workers import Terminated
 from rag_position.eval.common import EvalConfigError, EvalRunError
 from rag_position.eval.compare import COMPARE
 from rag_position.eval.gauge import GAUGE
@@ -129,6 +130,14 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     except (RagPositionError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Terminated) as exc:
+        how = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "SIGTERM"
+        print(
+            f"interrupted ({how}): the predictions made so far are saved; rerun the same "
+            "command to resume",
+            file=sys.stderr,
+        )
+        return 130 if isinstance(exc, KeyboardInterrupt) else 143
     _print_result(result, time.perf_counter() - start)
     return 0
 
