@@ -234,13 +234,13 @@ def _pipeline(
     submitted = planned = written = 0
     while written < n:
         while submitted < n and submitted < written + window:
-            preparing[submitted] = pool.submit(_prepare, submitted)
+            preparing[submitted] = _submit(pool, workers, _prepare, submitted)
             submitted += 1
         moved = False
         while planned < submitted and preparing[planned].done():
             plan = work.plan(_outcome(preparing.pop(planned), workers), claimed)
             claimed.update(plan.generated_keys())
-            job = pool.submit(_generate, plan.to_generate) if plan.to_generate else None
+            job = _submit(pool, workers, _generate, plan.to_generate) if plan.to_generate else None
             generating[planned] = (plan, job)
             planned += 1
             moved = True
@@ -258,16 +258,29 @@ def _pipeline(
             wait(running, return_when=FIRST_COMPLETED)
 
 
+def _submit(pool: ProcessPoolExecutor, workers: int, step: Callable[[Any], Any], arg: Any) -> Any:
+    """``pool.submit(step, arg)``; a pool broken by a worker that died is the same
+    :class:`WorkerError` whether it shows here or in a result (:func:`_outcome`)."""
+    try:
+        return pool.submit(step, arg)
+    except BrokenProcessPool as exc:
+        raise _died(workers) from exc
+
+
+def _died(workers: int) -> WorkerError:
+    return WorkerError(
+        "a worker process ended without finishing its chunk (killed, or out of "
+        f"memory?); {workers} workers hold {workers} copies of the model's working "
+        "memory: --workers 1 needs the least"
+    )
+
+
 def _outcome(future: Future[Any], workers: int) -> Any:
     """A worker task's result, or its error raised here."""
     try:
         outcome = future.result()
     except BrokenProcessPool as exc:
-        raise WorkerError(
-            "a worker process ended without finishing its chunk (killed, or out of "
-            f"memory?); {workers} workers hold {workers} copies of the model's working "
-            "memory: --workers 1 needs the least"
-        ) from exc
+        raise _died(workers) from exc
     if isinstance(outcome, _Failure):
         raise WorkerError(
             f"{outcome.kind} in worker process {outcome.pid}: {outcome.message}"
