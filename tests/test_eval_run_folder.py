@@ -12,8 +12,13 @@ models (fast).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ from rag_position.cli import main
 from rag_position.eval import EvalConfigError, run_compare, run_kv, run_multidoc
 from rag_position.eval.common import Decoding
 from rag_position.eval.marker import RUN_FILE, RunMarker, write_marker
+from rag_position.eval.session import open_context
 
 KV = {"pairs": 8, "questions": 1, "progress": False}
 
@@ -263,3 +269,67 @@ def test_a_run_that_saved_nothing_says_how_to_take_its_folder(data: Path, tmp_pa
         run_multidoc(Scripted(), data=data, positions=[0, 9], out=out, progress=False)
     assert f"remove {out / RUN_FILE} to give the folder to this run" in str(info.value)
     run_multidoc(Scripted(), data=data, positions=[0, 9], out=out, max_new_tokens=5)  # the same
+
+
+# ------------------------------------------------------------------ a run holds its folder
+HOLDER = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_eval_runner import Scripted
+from rag_position.eval.session import open_context
+ctx = open_context(Scripted(), {out!r})
+print("open", flush=True)
+sys.stdin.read()  # until the test closes its input
+"""
+
+
+@contextlib.contextmanager
+def _held(out: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding a run open in ``out``, as long as the block lasts."""
+    script = HOLDER.format(tests=str(Path(__file__).parent), out=str(out))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "open\n", holder.communicate()
+        yield holder
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def test_a_second_run_into_a_folder_in_use_is_refused_at_once(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs writing into one folder left 24 lines with 9 duplicate keys."""
+    out = tmp_path / "md"
+    with _held(out) as holder:
+        model = Scripted()
+        start = time.monotonic()
+        with pytest.raises(EvalConfigError) as info:
+            run_multidoc(model, data=data, out=out, progress=False)
+        assert time.monotonic() - start < 5
+        assert f"--out {out} is in use by another run (process {holder.pid} " in str(info.value)
+        assert model.prompts == [] and not (out / "predictions.jsonl").exists()
+        # the CLI: refused before the model loads
+        monkeypatch.setattr(eval_cli, "load_model", _never)
+        argv = ["eval", "multidoc", "--data", str(data), "--out", str(out), "--no-progress"]
+        code, err = _cli(argv, capsys)
+        assert code == 2 and "Traceback" not in err
+        assert f"is in use by another run (process {holder.pid} " in err
+    # the holder gone (killed: the system let go of its lock), the folder is free
+    run_multidoc(Scripted(), data=data, out=out, progress=False)
+    assert (out / "report.md").is_file()
+
+
+def test_the_lock_is_released_when_the_run_ends(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "md"
+    run_multidoc(Scripted(), data=data, out=out, progress=False, workers=2)  # forks workers
+    with _held(out):  # another process can hold it: the run let go, its workers too
+        pass
+    # one process may open its own folder again (a rerun after a failure it still holds)
+    first = open_context(Scripted(), out)
+    second = open_context(Scripted(), out)
+    assert first.store.path == second.store.path

@@ -41,6 +41,7 @@ from rag_position import __version__
 from rag_position._jsonfile import file_kind, read_json
 from rag_position.errors import DataFormatError
 from rag_position.eval.common import Decoding, EvalConfigError
+from rag_position.eval.folder_lock import check_folder_free
 from rag_position.eval.report import REPORT_MD, SUMMARY_CSV, SUMMARY_JSON
 from rag_position.eval.store import KEY_FIELDS, PREDICTIONS_FILE
 
@@ -122,6 +123,7 @@ def check_run_folder(
     if out is None or not Path(out).is_dir():
         return
     folder = Path(out)
+    check_folder_free(folder)  # another process's run holds it: refused at once
     _check_file_kinds(folder)
     wanted = decoding.as_dict()
     marker = read_marker(folder)

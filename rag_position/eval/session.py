@@ -11,6 +11,7 @@ from typing import Any
 from rag_position import __version__
 from rag_position.eval._workers import resolve_workers
 from rag_position.eval.common import Decoding, answer_stop, check_out_folder, model_label
+from rag_position.eval.folder_lock import hold_for, let_go, lock_run_folder
 from rag_position.eval.report import EvalResult, Section, write_report
 from rag_position.eval.runner import RunContext, check_shard, default_batch_size
 from rag_position.eval.store import PREDICTIONS_FILE, PredictionStore
@@ -33,6 +34,10 @@ def open_context(
 ) -> RunContext:
     """A run context writing predictions to ``out/predictions.jsonl`` (resumed if present).
 
+    The folder is this run's until :func:`finish` (or until the context is collected,
+    or the process ends): a run of another process into it is refused at once
+    (:mod:`rag_position.eval.folder_lock`).
+
     ``shard=(k, n)`` runs only the k-th of n shares of the questions (see :func:`run_jobs`).
     ``workers`` (``None``: one per torch thread for a local model on a CPU) runs the
     model's chunks in that many forked processes (see :func:`run_jobs`). ``scorer``: the
@@ -49,18 +54,25 @@ def open_context(
     check_out_folder(out)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    return RunContext(
-        model=model,
-        store=PredictionStore(folder / PREDICTIONS_FILE),
-        decoding=Decoding(max_new_tokens=max_new_tokens, seed=seed, stop=answer_stop(model)),
-        seed=seed,
-        batch_size=batch_size or default_batch_size(model),
-        concurrency=concurrency,
-        shard=check_shard(shard),
-        workers=resolve_workers(workers, model),
-        progress=progress,
-        scorer=scorer,
-    )
+    lock = lock_run_folder(folder)  # refused at once if another run holds the folder
+    try:
+        ctx = RunContext(
+            model=model,
+            store=PredictionStore(folder / PREDICTIONS_FILE),
+            decoding=Decoding(max_new_tokens=max_new_tokens, seed=seed, stop=answer_stop(model)),
+            seed=seed,
+            batch_size=batch_size or default_batch_size(model),
+            concurrency=concurrency,
+            shard=check_shard(shard),
+            workers=resolve_workers(workers, model),
+            progress=progress,
+            scorer=scorer,
+        )
+    except BaseException:
+        lock.release()
+        raise
+    hold_for(ctx, lock)  # until finish(), or until the context is collected
+    return ctx
 
 
 def finish(
@@ -86,6 +98,9 @@ def finish(
     if ctx.shard is not None:
         base["shard"] = f"{ctx.shard[0]}/{ctx.shard[1]} (this report covers one share of the run)"
     base.update(settings or {})
-    return write_report(
-        ctx.store.path.parent, sections, title=title, command=command, settings=base
-    )
+    try:
+        return write_report(
+            ctx.store.path.parent, sections, title=title, command=command, settings=base
+        )
+    finally:
+        let_go(ctx)  # the run is over: the folder is free for the next one
