@@ -25,7 +25,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.rag_position import METADATA_KEY, PositionAwareRetriever
 from llama_index.postprocessor.rag_position.retriever import COMPONENTS
 
-from rag_position.testing.conformance import Case, ComponentConformance, containers, deep_equal
+from rag_position.testing.conformance import Case, ComponentConformance
+from rag_position.testing.conformance_checks import containers, deep_equal
 from rag_position.testing.strategies import metadata_dicts, retriever_scores, texts, with_repeats
 
 EXCLUDED = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
