@@ -45,6 +45,14 @@ _TOTAL_PATTERNS = (
 )
 
 
+LOGPROB_SLACK = 1e-4
+"""How far above 0 a log-probability may be, float error of a near-certain token (read
+as 0); anything higher is a probability above 1, refused."""
+LOGPROB_FLOOR = -1e4
+"""The lowest log-probability a reply may hold (vLLM floors its own at -9999.0): lower is
+no probability a model computes, and bounded values sum without overflow."""
+
+
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int
@@ -177,11 +185,20 @@ def _logprobs_arrays(choice: dict[str, Any]) -> tuple[list[Any], list[Any], list
 
 
 def _finite(values: Sequence[Any], first: int) -> list[float]:
+    """``values[first:]`` as log-probabilities: finite, at most 0 (up to
+    :data:`LOGPROB_SLACK` of float error, read as 0), at least :data:`LOGPROB_FLOOR`."""
     out = []
     for i, value in enumerate(values[first:], start=first):
         if not _is_number(value) or not math.isfinite(value):
             raise Malformed(f"log-probability {i} is {_short(value)}, not a finite number")
-        out.append(float(value))
+        if value > LOGPROB_SLACK:
+            raise Malformed(f"log-probability {i} is {value!r}, above 0 (a probability above 1)")
+        if value < LOGPROB_FLOOR:
+            raise Malformed(
+                f"log-probability {i} is {value!r}, below {LOGPROB_FLOOR:g} (no model "
+                "computes one so low; vLLM floors its own at -9999)"
+            )
+        out.append(min(float(value), 0.0))
     return out
 
 
@@ -196,8 +213,13 @@ def parse_forced(data: Any, target: list[int]) -> tuple[list[float], Usage] | No
     return _finite(values, 0), parse_usage(data)
 
 
-def parse_echo(data: Any, prompt: str, url: str) -> Echo:
-    """Check an echoed prompt's reply: every array, every offset, every number."""
+def parse_echo(data: Any, prompt: str, url: str, max_tokens: int | None = None) -> Echo:
+    """Check an echoed prompt's reply: every array, every offset, every number.
+
+    ``max_tokens``: what the request asked to generate. With 0 the arrays hold the
+    prompt's tokens alone (vLLM still counts one generated token in ``usage``); with
+    more they hold the generated tokens too. ``None``: either.
+    """
     choice = _first_choice(data)
     text = choice.get("text")
     if not isinstance(text, str):
@@ -215,7 +237,28 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
         raise Malformed(f"logprobs.text_offset is not {n} offsets, one a token")
     if not all(isinstance(t, str) for t in tokens):
         raise Malformed("logprobs.tokens holds something other than strings")
-    offsets = _past_lead_special(tokens, offsets, text)
+    usage = parse_usage(data)
+    if usage.known:
+        prompt_only, with_generated = (
+            usage.prompt_tokens,
+            usage.prompt_tokens + usage.completion_tokens,
+        )
+        allowed = (
+            {prompt_only}
+            if max_tokens == 0
+            else {with_generated}
+            if max_tokens is not None
+            else {prompt_only, with_generated}
+        )
+        if n not in allowed:
+            raise Malformed(
+                f"logprobs hold {n} tokens, but the usage counts "
+                f"{' or '.join(map(str, sorted(allowed)))} ({usage.prompt_tokens} in the prompt, "
+                f"{usage.completion_tokens} generated): a token is missing or repeated"
+            )
+    shifted = _past_lead_special(tokens, offsets, text)
+    lead = 1 if shifted is not offsets else 0  # a leading special token the text lacks
+    offsets = shifted
     if not all(is_int(o) and 0 <= o <= len(text) for o in offsets) or any(
         b < a for a, b in itertools.pairwise(offsets)
     ):
@@ -226,6 +269,7 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
     rest = _finite(values, 1)
     if offsets[0] != 0:
         raise Malformed(f"the first token starts at character {offsets[0]}, not 0")
+    _check_contiguous(tokens, offsets, text, len(prompt), lead)
     # The last token must reach the end of the text (a token is at least as many bytes as
     # characters): arrays cut short all alike would score a span they never reached.
     left = len(text) - offsets[-1]
@@ -234,7 +278,52 @@ def parse_echo(data: Any, prompt: str, url: str) -> Echo:
             f"the {n} tokens stop short of the text: the last starts at character "
             f"{offsets[-1]} of {len(text)} and is {tokens[-1]!r}"
         )
-    return Echo(list(tokens), [first, *rest], list(offsets), parse_usage(data))
+    return Echo(list(tokens), [first, *rest], list(offsets), usage)
+
+
+def _partial(token: str) -> bool:
+    """A token that spells no whole character: empty (vLLM, a character's first bytes)
+    or holding U+FFFD (a lone byte decoded alone)."""
+    return not token or "\ufffd" in token
+
+
+def _spells(token: str, piece: str) -> bool:
+    """Whether ``token`` is the text ``piece`` at its offset: the same, up to the spaces
+    around it (a tokenizer's word-initial space), or as byte-level BPE spells it."""
+    if token == piece or (token.strip() == piece.strip() and piece.strip()):
+        return True
+    spelled = _token_bytes([token])[0].decode("utf-8", "replace")
+    return spelled == piece or (spelled.strip() == piece.strip() and bool(piece.strip()))
+
+
+def _check_contiguous(
+    tokens: Sequence[str], offsets: Sequence[int], text: str, end: int, lead: int
+) -> None:
+    """Every prompt token is the text at its offset, and the offsets strictly increase
+    (past a token that spells no whole character, which may share its successor's):
+    arrays with a token dropped or repeated, all alike, fail here."""
+    n = len(tokens)
+    for i in range(lead + 1, n):
+        before = tokens[i - 1]
+        if offsets[i] <= offsets[i - 1] and not _partial(before):
+            raise Malformed(
+                f"logprobs.text_offset is not strictly increasing at token {i} "
+                f"({offsets[i - 1]}, then {offsets[i]}, after {before!r}): {list(offsets[:8])}"
+            )
+    for i in range(lead, n):
+        start = offsets[i]
+        if start >= end:  # a generated token (max_tokens=1), not scored
+            break
+        token = tokens[i]
+        if _partial(token) and token:
+            continue
+        stop = offsets[i + 1] if i + 1 < n else len(text)
+        piece = text[start:stop]
+        if not _spells(token, piece):
+            raise Malformed(
+                f"token {i} ({_short(token)}) at character {start} is not the text there "
+                f"({_short(piece)}): the arrays do not follow the text"
+            )
 
 
 def _past_lead_special(tokens: list[str], offsets: list[Any], text: str) -> list[Any]:
@@ -432,11 +521,13 @@ def span_score(reply: Echo, prompt: str, span: Span, index: int) -> SpanScore:
             f"span {span} of prompt {index} covers no scorable token (the first token of a "
             "sequence has no prediction)"
         )
-    total = sum(values)
+    total = math.fsum(values)  # bounded values (parse_echo): finite
     return SpanScore(total / len(values), total, len(values))
 
 
 __all__ = [
+    "LOGPROB_FLOOR",
+    "LOGPROB_SLACK",
     "Echo",
     "Generated",
     "Usage",

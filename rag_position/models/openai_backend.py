@@ -68,6 +68,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from rag_position.cost import Cost, UsageMeter, in_context
@@ -556,7 +557,7 @@ class OpenAICompatibleModel:
             self._no_forcing("the generated tokens were not the forced ones")
             return None
         values, usage = reply
-        total = float(sum(values))
+        total = math.fsum(values)  # bounded (parse_forced): finite
         # metered as what it is, scoring: the forced tokens count as prompt tokens read
         read = usage.prompt_tokens + usage.completion_tokens
         return SpanScore(total / len(values), total, len(values)), Usage(read, 0)
@@ -630,7 +631,7 @@ class OpenAICompatibleModel:
                     "POST",
                     "/completions",
                     body,
-                    lambda data: parse_echo(data, prompt, self.base_url),
+                    partial(parse_echo, prompt=prompt, url=self.base_url, max_tokens=n),
                     what=f"prompt {index}",
                     raw_bad_request=True,
                 )

@@ -86,6 +86,35 @@ def _set_short_arrays(body: JSON) -> None:
             lp[name] = lp[name][:n]
 
 
+def _cut_token(body: JSON, *, double: bool) -> None:
+    lp = _logprobs_of(body)
+    at = len(lp["tokens"]) // 2
+    for name in ("tokens", "token_logprobs", "text_offset", "top_logprobs"):
+        values = lp.get(name)
+        if isinstance(values, list) and len(values) > at:
+            lp[name] = values[: at + 1] + values[at:] if double else values[:at] + values[at + 1 :]
+
+
+def _drop_token(body: JSON) -> None:
+    """A middle token removed from every array: consistent arrays, one token short."""
+    _cut_token(body, double=False)
+
+
+def _double_token(body: JSON) -> None:
+    """A middle token repeated in every array: consistent arrays, one token long."""
+    _cut_token(body, double=True)
+
+
+def _set_positive_logprob(body: JSON) -> None:
+    values = _logprobs_of(body)["token_logprobs"]
+    values[len(values) // 2] = 5.0  # a probability above 1
+
+
+def _set_huge_logprobs(body: JSON) -> None:
+    values = _logprobs_of(body)["token_logprobs"]
+    values[1:] = [-1e308] * (len(values) - 1)  # their sum overflows to -inf
+
+
 def _drop_choices(body: JSON) -> None:
     body["choices"] = []
 
@@ -104,6 +133,10 @@ BODY_BREAKS: dict[str, Callable[[JSON], None]] = {
     "short-logprobs": _set_short_logprobs,
     "short-offsets": _set_short_offsets,
     "short-arrays": _set_short_arrays,
+    "dropped-token": _drop_token,
+    "doubled-token": _double_token,
+    "positive-logprob": _set_positive_logprob,
+    "huge-logprobs": _set_huge_logprobs,
     "no-choices": _drop_choices,
     "no-usage": _drop_usage,
 }
@@ -124,6 +157,10 @@ SCORING_BREAKS = (
     "short-logprobs",
     "short-offsets",
     "short-arrays",
+    "dropped-token",
+    "doubled-token",
+    "positive-logprob",
+    "huge-logprobs",
 )
 """Breaks of an echo scoring reply (``/v1/completions`` with ``echo`` and ``logprobs``)."""
 
