@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -48,7 +49,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rag_position._jsonfile import check_output_file, read_json
-from rag_position.errors import DataFormatError
+from rag_position.errors import DataFormatError, ModelSpecError
 from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
 from rag_position.strategies.profiles import PositionProfile
 
@@ -457,6 +458,73 @@ def warn_if_other_model(choice: TunedChoice, model: Any, *, stacklevel: int = 2)
         )
 
 
+def spec_needs_trust(spec: str) -> bool:
+    """Whether a tuned file's model spec is loaded only with the caller's consent: every
+    spec but the packaged models' (``embedded``, ``embedded:...``), which load from the
+    installed packages, offline. An ``openai:`` server would receive the questions, the
+    passages and the API key; an ``hf:`` spec loads weights from wherever it names."""
+    from rag_position.models import find_backend
+
+    backend = find_backend(spec)
+    return backend is None or not backend.prefix.startswith("embedded")
+
+
+def trusted_spec(choice: TunedChoice, *, trust_spec: bool = False) -> str:
+    """The spec that loads ``choice``'s own model, as the caller allows it.
+
+    A packaged model's spec is loaded as written. Any other (``openai:``, ``hf:``) is a
+    :class:`~rag_position.errors.ModelSpecError` unless ``trust_spec`` (the caller has
+    read the file and accepts its server or model); an ``hf:`` hub name then loads from
+    the local Hugging Face cache only (the spec returned names its folder there): a
+    tuned file never makes the library download anything.
+    """
+    from rag_position.models import find_backend
+
+    spec = choice.spec
+    if not spec_needs_trust(spec):
+        return spec
+    if not trust_spec:
+        raise ModelSpecError(
+            f"the tuned file names the model spec {spec!r} (measured on {choice.model!r}), "
+            "which is not loaded from a file unless you say so: an openai: server would "
+            "receive your questions, passages and API key, an hf: spec loads weights from "
+            "wherever it names. Pass your own model (e.g. scorer=load_model(SPEC)), or "
+            "trust_spec=True once you have read the file and accept its spec (an hf: model "
+            "then loads from the local Hugging Face cache only)"
+        )
+    backend = find_backend(spec)
+    if backend is not None and backend.prefix == "hf:":
+        return _cached_hub_spec(spec)
+    return spec
+
+
+def _cached_hub_spec(spec: str) -> str:
+    """``hf:<name>`` as the ``hf:`` spec of its folder in the local Hugging Face cache
+    (never the hub); a path that is there is kept."""
+    target = spec.removeprefix("hf:")
+    if Path(target).expanduser().exists():
+        return spec
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = snapshot_download(target, local_files_only=True)
+    except Exception:  # not cached, not a hub name, no huggingface_hub
+        raise ModelSpecError(
+            f"the tuned file's model spec {spec!r}: {target!r} is not in the local Hugging "
+            "Face cache, and a tuned file's hf: model loads from the cache only (nothing is "
+            "downloaded for a file): download it yourself, or pass your own model"
+        ) from None
+    return f"hf:{folder}"
+
+
+def hub_name(spec: str) -> str | None:
+    """The hub name an ``hf:`` spec names, when it is not a path that is there."""
+    if not spec.startswith("hf:"):
+        return None
+    target = spec.removeprefix("hf:")
+    return None if Path(target).expanduser().exists() else target
+
+
 def load_kwargs(choice: TunedChoice) -> dict[str, Any]:
     """The ``load_model`` keyword arguments that load ``choice.spec`` as it was measured
     (its ``dtype``, for a local backend)."""
@@ -486,6 +554,7 @@ class TunedReorderer:
         generator: Any = None,
         embedder: Any = None,
         model: Any = None,
+        trust_spec: bool = False,
     ) -> None:
         from rag_position._integration.models import LazyModel
 
@@ -508,7 +577,9 @@ class TunedReorderer:
             value = given[role]
             if value is None:
                 if lazy is None:
-                    loader = partial(_load, choice.spec, load_kwargs(choice))
+                    spec = trusted_spec(choice, trust_spec=trust_spec)  # refused now
+                    named = hub_name(choice.spec) if spec != choice.spec else None
+                    loader = partial(_load_named, spec, load_kwargs(choice), named)
                     lazy = LazyModel(loader=loader, label=choice.spec, check=self._loaded)
                 self._models[role] = lazy
             else:
@@ -568,6 +639,16 @@ def _load(spec: str, kwargs: Mapping[str, Any]) -> Any:
     return load_model(spec, **kwargs)
 
 
+def _load_named(spec: str, kwargs: Mapping[str, Any], name: str | None) -> Any:
+    """``_load``; a model loaded from a hub name's cache folder is named by the hub name
+    (as loading the hub name names it), not by the folder."""
+    model = _load(spec, kwargs)
+    if name is not None:
+        with contextlib.suppress(AttributeError):
+            model.name = name
+    return model
+
+
 def load_tuned(
     path: TunedLike,
     scorer: Any = None,
@@ -575,6 +656,7 @@ def load_tuned(
     generator: Any = None,
     embedder: Any = None,
     model: Any = None,
+    trust_spec: bool = False,
 ) -> TunedReorderer:
     """The strategy a tuned file chose, as a reorderer: ``reorderer(question, passages)``.
 
@@ -589,7 +671,12 @@ def load_tuned(
     ``model=`` for both roles (not together with them); ``embedder=`` for ``medoid``
     (default: the embedded one). A model the row needs and that is not given is the
     file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype`` for local
-    backends), loaded on the first call, once. Rows without a model (``retriever``,
+    backends), loaded on the first call, once. A file's spec is not trusted: a packaged
+    model (``embedded``, ``embedded:...``) loads, but an ``openai:`` server or an ``hf:``
+    model only with ``trust_spec=True`` (a
+    :class:`~rag_position.errors.ModelSpecError` now otherwise; an ``hf:`` hub name then
+    loads from the local Hugging Face cache only; see docs/models.md, "What you can rely
+    on"). Rows without a model (``retriever``,
     ``edge``, ``sandwich``) ignore the models given. When a model in use has a ``name``
     other than the file's ``model``, a ``UserWarning`` names both (once: at this call
     for a model given, at loading for the file's own).
@@ -601,5 +688,10 @@ def load_tuned(
         result.passages, result.cost, reorder.choice.evidence
     """
     return TunedReorderer(
-        as_tuned(path), scorer, generator=generator, embedder=embedder, model=model
+        as_tuned(path),
+        scorer,
+        generator=generator,
+        embedder=embedder,
+        model=model,
+        trust_spec=trust_spec,
     )

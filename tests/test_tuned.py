@@ -282,9 +282,12 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
     want = STRATEGIES["passage_likelihood"](QUESTION, PASSAGES, scorer=HashScorer(),
                                             placement="last")  # fmt: skip
     assert isinstance(first, OrderingResult) and first.order == want.order
-    # a server spec takes no dtype; a file without one loads the backend's default
+    # a server spec takes no dtype (and loads only when trusted: test below); a file
+    # without one loads the backend's default
     loads.clear()
-    load_tuned(choice(spec="openai:http://127.0.0.1:8000/v1/m"))(QUESTION, PASSAGES)
+    load_tuned(choice(spec="openai:http://127.0.0.1:8000/v1/m"), trust_spec=True)(
+        QUESTION, PASSAGES
+    )
     load_tuned(choice(dtype=None))(QUESTION, PASSAGES)
     assert loads == [("openai:http://127.0.0.1:8000/v1/m", {}), ("embedded", {})]
 
@@ -347,3 +350,70 @@ def test_a_tuned_file_on_the_embedded_model(tmp_path: Path, embedded_fp32: Any) 
     assert want.passages[-1] == "Paris is the capital of France."
     assert got.scores == pytest.approx(want.scores, abs=1e-4)
     assert got.cost.lm_calls > 0
+
+
+# ---------------------------------------------------------------------- the file's model spec
+UNTRUSTED = ["openai:http://127.0.0.1:9/v1/m", "hf:someone/their-model", "hf:/models/theirs"]
+
+
+@pytest.mark.parametrize("spec", UNTRUSTED)
+def test_a_files_server_or_hub_spec_is_not_loaded_without_consent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    """A file's ``openai:`` spec received the questions, passages and OPENAI_API_KEY; an
+    ``hf:`` hub name made transformers download from the hub."""
+    monkeypatch.setattr(tuned_module, "_load", _no_load)
+    path = choice(spec=spec).write(tmp_path / "tuned.json")
+    with pytest.raises(ValueError, match=r"trust_spec=True") as caught:
+        load_tuned(path)  # refused now, before any call
+    assert repr(spec) in str(caught.value) and "scorer=" in str(caught.value)
+    # a model given, or a row that uses none: the spec is not used, nothing to refuse
+    assert load_tuned(path, HashScorer())(QUESTION, PASSAGES[:2]).order
+    assert load_tuned(choice("edge", spec=spec))(QUESTION, PASSAGES).order == [0, 2, 4, 3, 1]
+
+
+def test_a_trusted_server_spec_is_loaded_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[str] = []
+    monkeypatch.setattr(tuned_module, "_load", lambda spec, kwargs: loads.append(spec) or
+                        NamedScorer())  # fmt: skip
+    reorder = load_tuned(choice(spec=UNTRUSTED[0]), trust_spec=True)
+    reorder(QUESTION, PASSAGES)
+    assert loads == [UNTRUSTED[0]]
+
+
+def _fake_hub_cache(root: Path, name: str) -> Path:
+    """The Hugging Face cache layout holding ``name`` (a snapshot with a config.json)."""
+    repo = root / f"models--{name.replace('/', '--')}"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    return snapshot
+
+
+def test_a_trusted_hub_name_loads_from_the_cache_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub.constants
+    from pytest_socket import disable_socket, enable_socket
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    loads: list[str] = []
+    monkeypatch.setattr(tuned_module, "_load", lambda spec, kwargs: loads.append(spec) or
+                        NamedScorer("from-the-folder"))  # fmt: skip
+    disable_socket()  # the hub is never asked
+    try:
+        with pytest.raises(rag_position.ModelSpecError, match=r"not in the local Hugging Face "
+                           "cache") as caught:  # fmt: skip
+            load_tuned(choice(spec="hf:someone/their-model"), trust_spec=True)
+        assert "'hf:someone/their-model'" in str(caught.value)
+        folder = _fake_hub_cache(tmp_path / "hub", "someone/their-model")
+        reorder = load_tuned(choice(spec="hf:someone/their-model", model="someone/their-model"),
+                             trust_spec=True)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # named as the file says: no warning
+            reorder(QUESTION, PASSAGES)
+    finally:
+        enable_socket()
+    assert loads == [f"hf:{folder}"]

@@ -21,6 +21,7 @@ from rag_position.tuned import (
     as_tuned,
     load_kwargs,
     profile_applies,
+    trusted_spec,
     warn_if_other_model,
 )
 
@@ -94,14 +95,21 @@ def _file_options(choice: TunedChoice) -> dict[str, Any]:
 
 
 def tuned_component(
-    tuned: TunedLike, *, scorer: Any = None, options: Mapping[str, Any] | None = None
+    tuned: TunedLike,
+    *,
+    scorer: Any = None,
+    options: Mapping[str, Any] | None = None,
+    trust_spec: bool = False,
 ) -> TunedComponent:
     """The component a tuned file chose, with its keyword arguments.
 
     ``options``: the caller's, merged with the file's; one the file sets to another value
     is a ``ValueError`` naming both. ``scorer``: used where the row scores (else ignored,
     with any ``scorer_kwargs``); ``None`` is the file's own spec, loaded with the file's
-    ``dtype`` on first use.
+    ``dtype`` on first use: a packaged model's, or with ``trust_spec`` an ``openai:`` or
+    ``hf:`` one (an ``hf:`` hub name from the local cache only); else a
+    ``ModelSpecError`` now (:func:`rag_position.tuned.trusted_spec`). A scorer spec string
+    equal to the file's is the caller's own choice, loaded as given.
     """
     choice = as_tuned(tuned)
     row = choice.row
@@ -122,7 +130,7 @@ def tuned_component(
     watch = False
     if scores:
         if scorer is None:
-            made["scorer"] = choice.spec
+            made["scorer"] = trusted_spec(choice, trust_spec=trust_spec)
             if "scorer_kwargs" not in given:
                 kwargs = load_kwargs(choice)
                 if kwargs:

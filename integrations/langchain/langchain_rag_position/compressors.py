@@ -269,7 +269,9 @@ _BY_NAME: dict[str, type[_Reorder]] = {
 }
 
 
-def from_tuned(tuned: TunedLike, scorer: Any = None, **options: Any) -> BaseDocumentCompressor:
+def from_tuned(
+    tuned: TunedLike, scorer: Any = None, *, trust_spec: bool = False, **options: Any
+) -> BaseDocumentCompressor:
     """The compressor a tuned file chose (``rag-position tune --out tuned.json``).
 
     ``tuned``: the file's path (read and checked now: ``rag_position.read_tuned``'s
@@ -279,7 +281,10 @@ def from_tuned(tuned: TunedLike, scorer: Any = None, **options: Any) -> BaseDocu
     file's options and profile; ``options`` add framework-side ones (``metadata_key``,
     ``title_key``, ``scorer_kwargs``), and one the file sets to another value is an error.
     ``scorer``: used when the strategy scores (else ignored); ``None`` loads the file's
-    own model spec (with its dtype) on first use. A scorer whose model has another name
+    own model spec (with its dtype) on first use: a packaged model's (``embedded``), or an
+    ``openai:`` or ``hf:`` one only with ``trust_spec=True`` (a file's server would receive
+    the questions, passages and API key; an ``hf:`` hub name then loads from the local
+    cache only), else a ``ModelSpecError`` now. A scorer whose model has another name
     than the file's gives a ``UserWarning`` naming both (at construction for a model
     object, when loaded for a spec string other than the file's).
 
@@ -287,7 +292,7 @@ def from_tuned(tuned: TunedLike, scorer: Any = None, **options: Any) -> BaseDocu
         >>> reorder = from_tuned("tuned.json")
         >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
     """
-    plan = core.tuned_component(tuned, scorer=scorer, options=options)
+    plan = core.tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
     made = _BY_NAME[plan.component](**plan.options)
     if plan.watch and isinstance(made, _Scored) and made._scorer is not None:
         made._scorer.add_check(plan.check_model)

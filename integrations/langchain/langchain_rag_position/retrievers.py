@@ -10,7 +10,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import BaseDocumentCompressor, BaseDocumentTransformer, Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from langchain_rag_position import compressors
 from langchain_rag_position._adapters import check_query
@@ -24,6 +24,15 @@ COMPONENTS: dict[str, type[BaseDocumentCompressor]] = {
 """Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``: every
 row of the strategy table with a ``component`` (``passage_likelihood_profile`` builds
 ``PassageLikelihoodReorder`` with the ``placement="profile"`` its row fixes)."""
+
+
+def _tuned_error(exc: ValidationError) -> Exception | None:
+    """The one error a validator raised building from a tuned file, if that is all."""
+    errors = exc.errors()
+    if len(errors) != 1:
+        return None
+    cause = (errors[0].get("ctx") or {}).get("error")
+    return cause if isinstance(cause, (ValueError, TypeError)) else None
 
 
 class PositionAwareRetriever(BaseRetriever):
@@ -46,7 +55,8 @@ class PositionAwareRetriever(BaseRetriever):
     framework-side options (``metadata_key``, ``title_key``), and ``scorer`` (default: the
     file's own model spec, loaded with its dtype on first use) is used only when the
     file's strategy scores. A scorer whose model has another name than the file's gives
-    a ``UserWarning`` naming both.
+    a ``UserWarning`` naming both. The file's own ``openai:`` or ``hf:`` spec loads only
+    with ``trust_spec=True`` (a ``ModelSpecError`` otherwise; a packaged model's loads).
 
     Example:
         >>> retriever = PositionAwareRetriever(
@@ -74,13 +84,27 @@ class PositionAwareRetriever(BaseRetriever):
             "strategy, its options and profile."
         ),
     )
+    trust_spec: bool = Field(
+        default=False,
+        description=(
+            "Load a tuned file's openai: or hf: model spec when no scorer is given (else "
+            "refused: only packaged models load from a file)."
+        ),
+    )
 
     _reorderer: BaseDocumentCompressor | BaseDocumentTransformer = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         if data.get("tuned") is not None:  # read now: read_tuned's own error, not wrapped
             data["tuned"] = as_tuned(data["tuned"])
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            # the tuned file's own error (its spec, its strategy), not wrapped by pydantic
+            cause = _tuned_error(exc) if data.get("tuned") is not None else None
+            if cause is None:
+                raise
+            raise cause from None
 
     @model_validator(mode="before")
     @classmethod
@@ -97,7 +121,7 @@ class PositionAwareRetriever(BaseRetriever):
                 self.tuned, strategy if "strategy" in self.model_fields_set else None
             )
             self._reorderer = compressors.from_tuned(
-                self.tuned, self.scorer, **self.strategy_options
+                self.tuned, self.scorer, trust_spec=self.trust_spec, **self.strategy_options
             )
         elif isinstance(strategy, str):
             if strategy not in COMPONENTS:

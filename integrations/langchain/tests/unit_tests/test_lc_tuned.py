@@ -23,7 +23,9 @@ from langchain_rag_position import (
 )
 from langchain_rag_position.compressors import GivenOrder
 from lc_testkit import QUESTION, GoldScorer, make_docs
+from pydantic import ValidationError
 
+import rag_position
 import rag_position.models
 from rag_position import DataFormatError, PositionProfile, TunedChoice
 
@@ -229,3 +231,26 @@ def test_tuned_on_the_embedded_model(tmp_path: Path, lc_model: Any) -> None:
     )
     assert records(got) == records(list(want))
     assert got[-1].page_content == GOLD
+
+
+# ---------------------------------------------------------------------- the file's model spec
+SERVER = "openai:http://127.0.0.1:9/v1/m"
+
+
+def test_a_files_server_spec_needs_consent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuned file's openai: spec received the questions, passages and API key."""
+    loads: list[str] = []
+    monkeypatch.setattr(rag_position.models, "load_model",
+                        lambda spec, **kwargs: loads.append(spec) or NamedScorer())  # fmt: skip
+    path = tuned(tmp_path, "passage_likelihood", spec=SERVER)
+    base = ListRetriever(docs=make_docs(3))
+    with pytest.raises(rag_position.ModelSpecError, match="trust_spec=True"):
+        from_tuned(path)
+    with pytest.raises(rag_position.ModelSpecError, match="trust_spec=True") as caught:
+        PositionAwareRetriever(retriever=base, tuned=path)
+    assert not isinstance(caught.value, ValidationError)  # the file's own message, unwrapped
+    assert loads == []
+    from_tuned(path, trust_spec=True).compress_documents(make_docs(3), QUESTION)
+    PositionAwareRetriever(retriever=base, tuned=path, trust_spec=True).invoke(QUESTION)
+    PositionAwareRetriever(retriever=base, tuned=path, scorer=SERVER).invoke(QUESTION)  # named
+    assert loads == [SERVER, SERVER, SERVER]

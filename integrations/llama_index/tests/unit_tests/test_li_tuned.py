@@ -25,6 +25,7 @@ from llama_index.postprocessor.rag_position import (
 )
 from llama_index.postprocessor.rag_position.base import GivenOrder
 
+import rag_position
 import rag_position.models
 from rag_position import DataFormatError, PositionProfile, TunedChoice
 
@@ -203,3 +204,25 @@ def test_tuned_on_the_embedded_model(tmp_path: Path, li_model: Any) -> None:
     )
     assert records(got) == records(want)
     assert got[-1].node.node_id == "node-1"  # Hamlet's, the likeliest, last
+
+
+# ---------------------------------------------------------------------- the file's model spec
+SERVER = "openai:http://127.0.0.1:9/v1/m"
+
+
+def test_a_files_server_spec_needs_consent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuned file's openai: spec received the questions, passages and API key."""
+    loads: list[str] = []
+    monkeypatch.setattr(rag_position.models, "load_model",
+                        lambda spec, **kwargs: loads.append(spec) or NamedScorer())  # fmt: skip
+    path = tuned(tmp_path, "passage_likelihood", spec=SERVER)
+    base = ListRetriever(make_nodes())
+    with pytest.raises(rag_position.ModelSpecError, match="trust_spec=True"):
+        from_tuned(path)
+    with pytest.raises(rag_position.ModelSpecError, match="trust_spec=True"):
+        PositionAwareRetriever(base, tuned=path)
+    assert loads == []
+    from_tuned(path, trust_spec=True).postprocess_nodes(make_nodes(), query_str=QUESTION)
+    PositionAwareRetriever(base, tuned=path, trust_spec=True).retrieve(QUESTION)
+    PositionAwareRetriever(base, tuned=path, scorer=SERVER).retrieve(QUESTION)  # named
+    assert loads == [SERVER, SERVER, SERVER]

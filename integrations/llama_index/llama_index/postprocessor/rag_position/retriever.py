@@ -44,7 +44,9 @@ class PositionAwareRetriever(BaseRetriever):
     ``**options`` may add framework-side ones (``metadata_key``, ``title_key``,
     ``replace_score``), and ``scorer=`` (default: the file's own model spec, loaded with its
     dtype on first use) is used only when the file's strategy scores. A scorer whose
-    model has another name than the file's gives a ``UserWarning`` naming both.
+    model has another name than the file's gives a ``UserWarning`` naming both. The
+    file's own ``openai:`` or ``hf:`` spec loads only with ``trust_spec=True`` among the
+    options (a ``ModelSpecError`` otherwise; a packaged model's loads).
 
     Example:
         >>> retriever = PositionAwareRetriever(
