@@ -72,7 +72,7 @@ def measure(model: TransformersModel, prompts: list[str]) -> dict[str, Any]:
     single, single_s = timed(one_by_one)
     batch, batch_s = timed(batched)
     n = len(prompts)
-    lengths = [len(model._encode(p).ids) for p in prompts]
+    lengths = [len(model.encode(p).ids) for p in prompts]
     generated = [len(model.tokenizer(a, add_special_tokens=False).input_ids) for a in reference]
     return {
         "prompts": n,

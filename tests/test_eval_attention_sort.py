@@ -38,7 +38,7 @@ def _reference(model: Any, question: str, passages: list[Passage]) -> list[float
     net = copy.deepcopy(model.model)
     net.set_attn_implementation("eager")
     prompt = render_qa(question, passages)
-    enc = model._encode(prompt)
+    enc = model.encode(prompt)
     with torch.no_grad():
         out = net(input_ids=torch.tensor([enc.ids]), output_attentions=True)
     last = torch.stack([a[0, :, -1, :] for a in out.attentions]).float().mean(dim=(0, 1))
@@ -62,7 +62,7 @@ def test_the_attention_received_is_the_last_rows_and_the_kernel_is_restored(
     assert received == pytest.approx(expected, rel=1e-3, abs=1e-6)
     assert 0 < sum(received) < 1
     prompt = render_qa(instance.question, list(instance.passages))
-    assert cost.lm_calls == 1 and cost.prompt_tokens == len(model._encode(prompt).ids)
+    assert cost.lm_calls == 1 and cost.prompt_tokens == len(model.encode(prompt).ids)
     assert model.model.config._attn_implementation == before
     assert model.generate(["What is the capital of France?"], max_new_tokens=8) == answer
 

@@ -42,7 +42,7 @@ def attention_model_problem(model: Any) -> str | None:
     inner, tokenizer = getattr(model, "model", None), getattr(model, "tokenizer", None)
     decoder = getattr(inner, "get_decoder", None)
     layers = getattr(decoder(), "layers", None) if callable(decoder) else None
-    if tokenizer is None or not hasattr(model, "_encode") or layers is None:
+    if tokenizer is None or not hasattr(model, "encode") or layers is None:
         label = getattr(model, "name", type(model).__name__)
         return (
             "attention_sort reads the attention each passage receives, which only a local "
@@ -95,7 +95,7 @@ def attention_received(model: Any, question: str, passages: list[Any]) -> tuple[
 
     prompt = render_qa(question, passages)
     spans = _document_spans(prompt, passages)
-    enc = model._encode(prompt)
+    enc = model.encode(prompt)
     model._check_length(len(enc.ids))
     owner = [-1] * len(enc.ids)
     for d, (lo, hi) in enumerate(spans):

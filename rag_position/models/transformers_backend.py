@@ -16,16 +16,21 @@ prompt's first token is scored too.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from rag_position.cost import Cost, UsageMeter
 from rag_position.errors import ContextLengthError, ModelSpecError
+from rag_position.models.devices import (  # re-exported: the local backend's settings
+    DType,
+    check_device,
+    cpu_supports_bf16,
+    resolve_dtype,
+)
 from rag_position.models.protocols import (
     Span,
     SpanScore,
@@ -37,87 +42,11 @@ from rag_position.passages import check_text
 
 logger = logging.getLogger(__name__)
 
-DType = Literal["auto", "float32", "bfloat16", "float16"]
 _SENTINEL = "\u2063RAG_POSITION_PROMPT\u2063"
 
 
-def cpu_supports_bf16() -> bool:
-    """True when this CPU computes bfloat16 matrix products natively (AVX512-BF16 or AMX)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def check_device(device: str) -> None:
-    """Raise :class:`ModelSpecError` for a device torch cannot name, use, or does not have.
-
-    A tensor is made on the device to be sure (an index past the last GPU, a backend
-    torch was built without), so a bad ``device`` fails here, before any weights load.
-
-    Example:
-        >>> check_device("cpu")
-        >>> check_device("gpu")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        rag_position.errors.ModelSpecError: device 'gpu' is not a torch device...
-    """
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, TypeError) as exc:
-        raise ModelSpecError(
-            f"device {device!r} is not a torch device (cpu, cuda, cuda:1, mps...): {exc}"
-        ) from None
-    if kind == "meta":
-        raise ModelSpecError("device 'meta' holds no data: a model cannot run there")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ModelSpecError(
-            f"device {device!r} asked for, but torch {torch.__version__} sees no CUDA device"
-        )
-    try:
-        torch.empty(0, device=device)
-    except Exception as exc:  # each backend fails its own way (RuntimeError, ImportError...)
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].split(". ")[0]
-        raise ModelSpecError(f"device {device!r} cannot be used here: {reason}") from None
-
-
-DTYPE_ENV = "RAG_POSITION_DTYPE"
-"""Overrides ``dtype="auto"`` everywhere (a notebook, a test run): ``float32`` runs as on
-a CPU without bfloat16."""
-
-
-def resolve_dtype(dtype: DType | torch.dtype, device: str) -> torch.dtype:
-    """``"auto"``: ``$RAG_POSITION_DTYPE`` when set; else bfloat16 where the hardware
-    computes it natively (float16 on a GPU without it), else float32."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype == "auto" and os.environ.get(DTYPE_ENV):
-        chosen = os.environ[DTYPE_ENV]
-        if chosen not in ("float32", "bfloat16", "float16"):
-            raise ValueError(
-                f"${DTYPE_ENV}={chosen!r} is not one of 'float32', 'bfloat16', 'float16'"
-            )
-        dtype = chosen  # type: ignore[assignment]
-    if dtype == "auto":
-        kind = torch.device(device).type
-        if kind == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        if kind == "cpu" and cpu_supports_bf16():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[
-            dtype
-        ]
-    except KeyError:
-        raise ValueError(
-            f"dtype {dtype!r} is not one of 'auto', 'float32', 'bfloat16', 'float16'"
-        ) from None
-
-
 @dataclass(frozen=True)
-class _Encoded:
+class Encoded:
     """One prompt after the chat template, tokenised, with the user prompt's place in it."""
 
     ids: list[int]
@@ -268,12 +197,13 @@ class TransformersModel:
                 )
         return rendered, start
 
-    def _encode(self, prompt: str) -> _Encoded:
+    def encode(self, prompt: str) -> Encoded:
+        """``prompt`` as the model reads it: the chat template applied, tokenised."""
         text, start = self.render(prompt)
         enc = self.tokenizer(
             text, add_special_tokens=not self.use_chat_template, return_offsets_mapping=True
         )
-        return _Encoded(list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]], start)
+        return Encoded(list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]], start)
 
     def _check_length(self, n_tokens: int, extra: int = 0, what: str = "prompt") -> None:
         if n_tokens + extra > self.max_context:
@@ -285,13 +215,13 @@ class TransformersModel:
         """Log-probability of the tokens covering ``spans[i]`` of ``prompts[i]`` (module doc)."""
         if len(prompts) != len(spans):
             raise ValueError(f"got {len(prompts)} prompts but {len(spans)} spans")
-        encoded: list[_Encoded] = []
+        encoded: list[Encoded] = []
         targets: list[list[int]] = []
         for i, prompt in enumerate(prompts):
             check_text(prompt, f"prompt {i}")
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
             check_span(prompt, span, i)
-            enc = self._encode(prompt)
+            enc = self.encode(prompt)
             self._check_length(len(enc.ids), what=f"prompt {i}")
             lo, hi = span[0] + enc.prompt_start, span[1] + enc.prompt_start
             idx = [j for j, (a, b) in enumerate(enc.offsets) if j > 0 and a < hi and b > lo]
@@ -316,7 +246,7 @@ class TransformersModel:
     def token_logprobs(self, prompt: str) -> TokenLogprobs:
         """Every prompt token's log-probability (what vLLM returns for ``echo`` + ``logprobs``)."""
         check_text(prompt, "prompt")
-        enc = self._encode(prompt)
+        enc = self.encode(prompt)
         if not enc.ids:
             raise ValueError("prompt is empty")
         self._check_length(len(enc.ids))
@@ -397,7 +327,7 @@ class TransformersModel:
             check_text(text, f"stop string {j}")
         encoded = []
         for i, prompt in enumerate(prompts):
-            enc = self._encode(prompt)
+            enc = self.encode(prompt)
             self._check_length(len(enc.ids), max_new_tokens, what=f"prompt {i}")
             encoded.append(enc.ids)
         outputs: list[str] = [""] * len(prompts)
