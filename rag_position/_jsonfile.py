@@ -8,7 +8,8 @@ nested at most :data:`MAX_DEPTH` deep (counted before it is parsed, so that no i
 ends in a ``RecursionError``), numbers of at most :data:`MAX_DIGITS` characters and
 finite (``NaN``, ``Infinity`` and ``1e999`` are refused), whatever
 ``sys.set_int_max_str_digits`` says. Every problem is a
-:class:`~rag_position.errors.DataFormatError` naming the file and what is wrong.
+:class:`~rag_position.errors.DataFormatError` naming the file and what is wrong (a
+missing file: :class:`MissingFileError`, a ``FileNotFoundError`` naming it).
 
 :func:`check_output_file` checks a file the library is about to write whole (a tuned
 file): a regular file (replaced) or a new name in a folder that exists; never a
@@ -68,6 +69,11 @@ _KINDS = (
 )
 
 
+class MissingFileError(FileNotFoundError):
+    """The file is not there (a ``FileNotFoundError`` whose message names it, as a missing
+    file has always been; every other problem is a ``DataFormatError``)."""
+
+
 def file_kind(mode: int) -> str:
     """What a file of ``mode`` is, in words (``"a regular file"``, ``"a FIFO..."``)."""
     if stat.S_ISREG(mode):
@@ -96,7 +102,8 @@ def read_json(
     try:
         info = os.stat(where)
     except FileNotFoundError:
-        raise problem("does not exist" + (f"; {hint}" if hint else "")) from None
+        text = f"{what} {where!r} does not exist" + (f"; {hint}" if hint else "")
+        raise MissingFileError(text) from None
     except NotADirectoryError:
         raise problem("does not exist (a part of its path is a file, not a folder)") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name

@@ -416,7 +416,10 @@ def read_tuned(path: str | os.PathLike[str]) -> TunedChoice:
     """
     where = os.fspath(path)
     hint = "write one with `rag-position tune --model SPEC --out FILE`"
-    record = read_json(path, what="tuned file", hint=hint)
+    try:
+        record = read_json(path, what="tuned file", hint=hint)
+    except FileNotFoundError as exc:
+        raise DataFormatError(str(exc)) from None
     try:
         return TunedChoice.from_dict(record)
     except (ValueError, TypeError) as exc:

@@ -177,8 +177,10 @@ def test_the_reader_itself(tmp_path: Path) -> None:
         read_json(path)
     with pytest.raises(DataFormatError, match="is a folder, not a file"):
         read_json(tmp_path)
-    with pytest.raises(DataFormatError, match="does not exist; make one"):
+    with pytest.raises(FileNotFoundError, match="does not exist; make one"):
         read_json(tmp_path / "nope.json", hint="make one")
+    with pytest.raises(FileNotFoundError, match="does not exist"):  # as before the reader
+        PositionProfile.load(tmp_path / "nope.json")
     with pytest.raises(DataFormatError, match="a part of its path is a file"):
         read_json(path / "under")
 

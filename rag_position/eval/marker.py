@@ -90,7 +90,7 @@ def read_marker(folder: PathLike) -> RunMarker | None:
         return None
     try:
         data = read_json(path, what="run marker")
-    except DataFormatError as exc:
+    except (DataFormatError, OSError) as exc:
         raise EvalConfigError(
             f"--out {Path(folder)}: {path} is not a run marker of rag-position eval ({exc}); "
             "give the run a new --out, or remove that file if the folder is yours to reuse"
@@ -237,7 +237,7 @@ def _summary_command(folder: Path) -> str | None:
     """The command a report of the folder records (``summary.json``), if it can be read."""
     try:
         data = read_json(folder / SUMMARY_JSON, what="report summary")
-    except DataFormatError:
+    except (DataFormatError, OSError):
         return None
     command = data.get("command") if isinstance(data, dict) else None
     return command if isinstance(command, str) else None

@@ -107,7 +107,7 @@ def check_tune_files(
         return None
     try:
         return as_profile(profile)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         shown = os.fspath(profile) if isinstance(profile, (str, os.PathLike)) else "given"
         raise EvalConfigError(f"--profile {shown}: {exc}") from None
 
