@@ -114,10 +114,11 @@ def test_write_replaces_an_existing_file(tmp_path: Path) -> None:
 
 
 def test_options_are_read_as_the_row_reads_them() -> None:
-    made = choice("medoid", options={"absence_phrases": ["unknown"], "n_orders": 2.0})
+    made = choice("medoid", options={"absence_phrases": ["unknown"], "n_orders": 2})
     assert made.options == {"absence_phrases": ["unknown"], "n_orders": 2}
     assert type(made.options["n_orders"]) is int
     assert made.to_dict()["options"] == {"absence_phrases": ["unknown"], "n_orders": 2}
+    assert choice("select_and_place", options={"mass": 1}).options == {"mass": 1}  # an int
 
 
 def test_the_constructor_checks_too() -> None:
@@ -171,6 +172,28 @@ DAMAGED: list[tuple[str, Any, str]] = [
     ("a negative question count", record(questions={"data": "x", "first": 0, "n": -1}),
      "`questions.n` must be >= 0"),
     ("a bad time", record(created="yesterday"), "`created` must be an ISO 8601 time"),
+    # numbers are numbers (issue 42): no text, no bool, no float for an integer
+    ("a number as text", record(strategy="select_and_place", options={"mass": "0.5"}),
+     "option `mass`: Input should be a valid number"),
+    ("a bool for a number", record(strategy="select_and_place", options={"mass": True}),
+     "option `mass`: Input should be a valid number"),
+    ("a bool for an integer", record(strategy="select_and_place", options={"top_n": True}),
+     "option `top_n`: Input should be a valid integer"),
+    ("a float for an integer", record(strategy="select_and_place", options={"top_n": 2.0}),
+     "option `top_n`: Input should be a valid integer"),
+    ("an integer as text", record(strategy="select_and_place", options={"top_n": "2"}),
+     "option `top_n`: Input should be a valid integer"),
+    ("a profile value as text", record(strategy="passage_likelihood_profile",
+     profile={**PROFILE.to_dict(), "values": ["0.3", 0.1, 0.2, 0.6]}),
+     "bad `profile`: `values` must be a list of n_positions=4 numbers"),
+    ("a profile value as a bool", record(strategy="passage_likelihood_profile",
+     profile={**PROFILE.to_dict(), "values": [True, 0.1, 0.2, 0.6]}),
+     "bad `profile`: `values` must be a list of n_positions=4 numbers"),
+    ("n_positions as a float", record(strategy="passage_likelihood_profile",
+     profile={**PROFILE.to_dict(), "n_positions": 4.0}),
+     "bad `profile`: `n_positions` must be an integer"),
+    ("a profile with an unknown key", record(strategy="passage_likelihood_profile",
+     profile={**PROFILE.to_dict(), "format": 999}), "bad `profile`: unknown key"),
 ]  # fmt: skip
 
 

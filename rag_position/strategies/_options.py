@@ -16,9 +16,10 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Iterable
+from types import UnionType
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, create_model
 from pydantic.fields import FieldInfo
 
 __all__ = [
@@ -110,9 +111,22 @@ def signature_options(
                     kind = Any
                 if isinstance(extra, As):
                     kind = extra.kind
+        if _numeric(kind):  # a number is a number: no text, no bool, no 2.0 for an int
+            kind = Annotated[kind, Strict()]
         field = FieldInfo.merge_field_infos(info, default=p.default)
         found[p.name] = (kind, field)
     return found
+
+
+def _numeric(kind: Any) -> bool:
+    """Whether ``kind`` is ``int`` or ``float`` (or either or ``None``): an option every
+    door (core, frameworks, tuned files, the CLI) reads strictly, refusing a bool, text
+    and, for an integer, a float."""
+    if kind in (int, float):
+        return True
+    members = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, UnionType) else ()
+    others = [m for m in members if m is not type(None)]
+    return bool(others) and all(m in (int, float) for m in others)
 
 
 def option_model(

@@ -126,7 +126,9 @@ def select_and_place(
     check_question(question)
     check_template(template, False)
     prof = check_placement(placement, None, profile)
-    if mass is not None and not (isinstance(mass, (int, float)) and 0 < mass <= 1):
+    if mass is not None and (
+        isinstance(mass, bool) or not (isinstance(mass, (int, float)) and 0 < mass <= 1)
+    ):
         raise ValueError(f"`mass` must be a number in (0, 1], or None; got {mass!r}")
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise ValueError(f"`top_n` must be an int >= 1, or None; got {top_n!r}")

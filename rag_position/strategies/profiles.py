@@ -83,15 +83,31 @@ class PositionProfile:
 
     @classmethod
     def from_dict(cls, record: Mapping[str, Any]) -> PositionProfile:
-        missing = [k for k in ("model", "n_positions", "values", "source") if k not in record]
+        """The profile :meth:`to_dict` gave: its four keys, each of its type (numbers as
+        numbers: no text, no bool; ``n_positions`` an integer)."""
+        keys = ("model", "n_positions", "values", "source")
+        missing = [k for k in keys if k not in record]
         if missing:
             raise ValueError(f"a position profile needs the keys {missing}")
-        values = record["values"]
-        if not isinstance(values, list) or len(values) != record["n_positions"]:
+        unknown = sorted(str(k) for k in record if k not in keys)
+        if unknown:
             raise ValueError(
-                f"`values` must be a list of n_positions={record['n_positions']} numbers"
+                f"unknown key {', '.join(map(repr, unknown))} in a position profile (it has "
+                f"{', '.join(keys)})"
             )
-        return cls(tuple(values), model_name=str(record["model"]), source=record["source"])
+        n = record["n_positions"]
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ValueError(f"`n_positions` must be an integer, got {n!r}")
+        values = record["values"]
+        if (
+            not isinstance(values, list)
+            or len(values) != n
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        ):
+            raise ValueError(f"`values` must be a list of n_positions={n} numbers, got {values!r}")
+        if not isinstance(record["model"], str):
+            raise ValueError(f"`model` must be a string, got {record['model']!r}")
+        return cls(tuple(values), model_name=record["model"], source=record["source"])
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the profile as JSON at ``path`` (a regular file or a new name in a folder
