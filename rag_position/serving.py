@@ -341,6 +341,13 @@ class VLLMServer:
                     f"{flag} is set by rag-position serve itself (the printed spec depends on "
                     f"it); {MANAGED_FLAGS[flag]}"
                 )
+            # vLLM's argparse reads a long flag's prefix as the flag (--hos: --host)
+            short = [m for m in MANAGED_FLAGS if flag.startswith("--") and m.startswith(flag)]
+            if len(flag) > 2 and short:
+                raise ValueError(
+                    f"{flag} abbreviates {short[0]}, which rag-position serve sets itself "
+                    f"(vLLM reads an abbreviated flag as the whole one); {MANAGED_FLAGS[short[0]]}"
+                )
         self.model = model
         self.host = host
         self.port = port

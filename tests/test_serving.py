@@ -260,6 +260,14 @@ def test_flags_the_spec_depends_on_cannot_be_passed_through(extra: list[str]) ->
         VLLMServer("embedded", extra_args=extra)
 
 
+@pytest.mark.parametrize("extra", [["--hos", "0.0.0.0"], ["--api-k=x"], ["--max-model", "9"]])
+def test_an_abbreviated_managed_flag_cannot_be_passed_through(extra: list[str]) -> None:
+    """vLLM's argparse reads ``--hos`` as ``--host``: it passed the check (issue 42)."""
+    with pytest.raises(ValueError, match=r"abbreviates --\S+, which rag-position serve sets"):
+        VLLMServer("embedded", extra_args=extra)
+    VLLMServer("embedded", extra_args=["--enforce-eager", "--max-num-seqs", "4"])  # others pass
+
+
 def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
     import signal
 
