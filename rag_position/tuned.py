@@ -149,7 +149,22 @@ def _check_options(row: StrategySpec, options: Mapping[str, Any]) -> dict[str, A
             f"strategy {row.name!r} refuses its options: {problems}; its options: "
             f"{', '.join(sorted(accepted)) or 'none'}"
         ) from None
+    template = getattr(model, "template", None) if "template" in checked else None
+    if template is not None:  # refused when read, not at the first call
+        from rag_position.strategies._question_likelihood import check_template
+
+        try:
+            check_template(template, bool(getattr(model, "query_aware", False)))
+        except ValueError as exc:
+            raise ValueError(
+                f"strategy {row.name!r} refuses its options: option `template`: {exc}"
+            ) from None
     return {k: (getattr(model, k) if k in checked else options[k]) for k in options}
+
+
+check_options = _check_options
+"""``options`` checked against ``row`` as a tuned file's are (``ValueError`` naming the
+option; the values as the row reads them): the eval's ``tune`` checks its candidates so."""
 
 
 def _check_profile(
@@ -299,6 +314,9 @@ class TunedChoice:
             )
         _check_text("model", self.model)
         _check_text("spec", self.spec)
+        from rag_position.models import check_spec
+
+        check_spec(self.spec, "spec")  # a spec load_model would refuse: refused when read
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(
                 f"`dtype` must be one of {', '.join(DTYPES)} or null, got {self.dtype!r}"

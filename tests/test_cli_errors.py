@@ -354,3 +354,13 @@ def test_tune_profile_that_is_missing_names_the_option(
     )
     _error_line(code, err, f"--profile {missing}", "does not exist")
     assert not (tmp_path / "run").exists()
+
+
+def test_tune_checks_candidate_options_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    argv = ["tune", "--strategies", "select_and_place:mass=2", "--out", str(out)]
+    code, err = _run(argv, capsys)
+    _error_line(code, err, "--strategies: select_and_place:mass=2", "option `mass`")
+    assert not out.exists()

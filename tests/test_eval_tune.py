@@ -75,6 +75,28 @@ def test_a_candidate_a_retriever_cannot_return_is_refused(name: str) -> None:
         check_candidates([name])
 
 
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("select_and_place:mass=2", "option `mass`: Input should be less than or equal to 1"),
+        ("select_and_place:top_n=0", "option `top_n`: Input should be greater than or equal"),
+        ("select_and_place:mass=true", "option `mass`: Input should be a valid number"),
+        ("passage_likelihood:placement=middle", "option `placement`"),
+        ("edge:n_orders=3", "takes no option 'n_orders'"),
+    ],
+)
+def test_a_candidates_bad_option_is_refused_before_any_work(
+    name: str, says: str, tmp_path: Path
+) -> None:
+    """``mass=2`` was refused only when used: after the profile sweep (issue 42)."""
+    with pytest.raises(EvalConfigError, match=f"--strategies: {name}: .*{says}"):
+        check_candidates([name])
+    model = ScriptedScorer()
+    with pytest.raises(EvalConfigError, match="--strategies"):
+        run_tune(model, questions=2, strategies=[name], out=tmp_path / "run", progress=False)
+    assert model.prompts == [] and not (tmp_path / "run").exists()
+
+
 def test_an_unknown_candidate_is_refused_listing_the_rows() -> None:
     with pytest.raises(EvalConfigError, match=r"unknown 'gold_last'.*passage_likelihood"):
         check_candidates(["gold_last"])

@@ -194,6 +194,10 @@ DAMAGED: list[tuple[str, Any, str]] = [
      "bad `profile`: `n_positions` must be an integer"),
     ("a profile with an unknown key", record(strategy="passage_likelihood_profile",
      profile={**PROFILE.to_dict(), "format": 999}), "bad `profile`: unknown key"),
+    # refused when read, not when first used (issue 42)
+    ("an unknown model spec", record(spec="gpt-4o"), "unknown model spec 'gpt-4o'"),
+    ("a template without the question", record(options={"template": "{search_results}"}),
+     "option `template`: .*question"),
 ]  # fmt: skip
 
 

@@ -38,7 +38,7 @@ from rag_position.eval.quick import QUICK
 from rag_position.eval.report import EvalResult, acc_cell
 from rag_position.eval.swim import SWIM
 from rag_position.eval.task import TaskSpec
-from rag_position.eval.tune import TUNE, check_tune_files
+from rag_position.eval.tune import TUNE, check_candidates, check_tune_files
 from rag_position.eval.voting import VOTING
 from rag_position.models import find_backend, load_model
 
@@ -119,6 +119,7 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if spec is TUNE:
             params["spec"] = args.scorer or args.model  # what the tuned file loads to score
             check_tune_files(params, tuned_flag=flag)  # the files it writes and reads
+            check_candidates(params.get("strategies"))  # their options too
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         if isinstance(params.get("scorer"), str):

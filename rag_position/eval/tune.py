@@ -305,6 +305,14 @@ def check_candidates(strategies: Sequence[str] | None) -> list[str]:
                 f"--strategies: {name}: not an ordering; tune chooses what a retriever or "
                 "postprocessor returns (not rows that answer, nor query-aware prompts)"
             )
+        options = split_variant(name)[1]
+        if options:  # checked now, not when the candidate first runs (after the sweep)
+            from rag_position.tuned import check_options
+
+            try:
+                check_options(row, options)
+            except ValueError as exc:
+                raise EvalConfigError(f"--strategies: {name}: {exc}") from None
     if "retriever" in candidates:
         candidates.remove("retriever")
     return ["retriever", *candidates]  # the reference every candidate is paired with
