@@ -364,3 +364,15 @@ def test_tune_checks_candidate_options_before_the_model_loads(
     code, err = _run(argv, capsys)
     _error_line(code, err, "--strategies: select_and_place:mass=2", "option `mass`")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("variant", ["select_and_place:mass=true", "select_and_place:top_n=0",
+                                     "select_and_place:mass=2"])  # fmt: skip
+def test_compare_checks_option_values_before_the_model_loads(
+    variant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare --strategies select_and_place:mass=true`` ran (issue 42)."""
+    out = tmp_path / "run"
+    code, err = _run(["eval", "compare", "--strategies", variant, "--out", str(out)], capsys)
+    _error_line(code, err, f"--strategies: {variant}", "option `")
+    assert not out.exists()

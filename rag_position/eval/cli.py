@@ -120,6 +120,7 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             params["spec"] = args.scorer or args.model  # what the tuned file loads to score
             check_tune_files(params, tuned_flag=flag)  # the files it writes and reads
             check_candidates(params.get("strategies"))  # their options too
+        check_strategy_options(params.get("strategies"))  # option values, before any work
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         if isinstance(params.get("scorer"), str):
@@ -141,6 +142,45 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 130 if isinstance(exc, KeyboardInterrupt) else 143
     _print_result(result, time.perf_counter() - start)
     return 0
+
+
+def check_strategy_options(names: Any) -> None:
+    """``--strategies NAME:KEY=VALUE``: each value a row of the strategy table declares is
+    checked against its option model now (``mass=2``, ``top_n=0``, ``mass=true`` are
+    refused before the model loads, not when the strategy first runs); the names and
+    the other options are the task's to check.
+
+    Example:
+        >>> check_strategy_options(["retriever", "select_and_place:top_n=2"])
+        >>> check_strategy_options(["select_and_place:mass=true"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.common.EvalConfigError: --strategies: select_and_place:mass=true: option `mass`: Input should be a valid number...
+    """  # noqa: E501
+    from pydantic import ValidationError
+
+    from rag_position.eval.strategies import split_variant
+    from rag_position.strategies import STRATEGIES
+
+    if not isinstance(names, (list, tuple)):
+        return
+    for name in names:
+        if not isinstance(name, str):
+            continue
+        base, options = split_variant(name)
+        row = STRATEGIES.get(base)
+        if row is None or not options:
+            continue
+        fields = row.option_model.model_fields
+        known = {k: v for k, v in options.items() if k in fields and k != "profile"}
+        try:
+            row.option_model.model_validate(known)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"option `{'.'.join(map(str, e['loc']))}`: {e['msg']} (got {e.get('input')!r})"
+                for e in exc.errors()
+            )
+            raise EvalConfigError(f"--strategies: {name}: {problems}") from None
 
 
 def check_command_text(argv: Sequence[str]) -> None:
