@@ -25,7 +25,7 @@ MODULES = [
     "rag_position.strategies._sandwich",
     "rag_position.models.protocols",
     "rag_position.cost",
-    "rag_position.models.transformers_backend",
+    "rag_position.models.devices",
     "rag_position.eval.cli",
     "rag_position.eval.common",
     "rag_position.eval.kv",
@@ -43,7 +43,6 @@ MODULES = [
 ILLUSTRATIVE = {
     "rag_position.strategies._convex_score.convex_score": "scores with a model",
     "rag_position.data.builder.InstanceBuilder": "reads the data files, loads an embedder",
-    "rag_position.models.transformers_backend.TransformersModel": "loads the embedded model",
 }
 """Docstrings whose ``>>>`` lines show a call on a model or the data files (not run)."""
 

@@ -257,9 +257,11 @@ def compare_section(
     notes.append(
         "costs are means per question: choosing the order plus generating the answer "
         "(prompt tokens as the model's tokenizer counts the prompt text; seconds shared "
-        "evenly within a generation batch); gold_first, gold_last and gold_alone know the gold "
+        "evenly within a generation batch); gold_first and gold_last know the gold "
         "passage and are upper bounds, not strategies"
     )
+    if any(s.name == "gold_alone" for s in chosen):
+        notes.append("gold_alone: the gold passage alone (the oracle), a bound too")
     return Section(
         title=f"Strategies compared, {k} passages",
         task=TASK,
