@@ -22,6 +22,11 @@ runs the chosen row of :data:`~rag_position.strategies.STRATEGIES` with the file
 options and profile. Both framework integrations take the same file
 (``PositionAwareRetriever(tuned="tuned.json")``, ``from_tuned("tuned.json")``).
 
+The fields' checks live in :mod:`rag_position._tuned_checks`, the loading of a file's
+model (and the consent it needs) in :mod:`rag_position._tuned_models`; the names they
+had here (``check_options``, ``profile_applies``, ``trusted_spec``...) are imported
+from here as before (re-exported, ``from ... import name as name``).
+
 Example::
 
     from rag_position import load_tuned
@@ -35,21 +40,35 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import ValidationError
-
 from rag_position._jsonfile import check_output_file, read_json
-from rag_position.errors import DataFormatError, ModelSpecError
+from rag_position._tuned_checks import accepted_options as accepted_options
+from rag_position._tuned_checks import (
+    check_created,
+    check_evidence,
+    check_profile,
+    check_questions,
+    check_row,
+    check_text,
+    is_int,
+)
+from rag_position._tuned_checks import check_options as check_options
+from rag_position._tuned_checks import profile_applies as profile_applies
+from rag_position._tuned_checks import takes_profile as takes_profile
+from rag_position._tuned_models import hub_name as hub_name
+from rag_position._tuned_models import load_kwargs as load_kwargs
+from rag_position._tuned_models import model_label as model_label
+from rag_position._tuned_models import spec_needs_trust as spec_needs_trust
+from rag_position._tuned_models import trusted_spec as trusted_spec
+from rag_position._tuned_models import warn_if_other_model as warn_if_other_model
+from rag_position.errors import DataFormatError
 from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
 from rag_position.strategies.profiles import PositionProfile
 
@@ -68,194 +87,12 @@ _KEYS = (
     "format", "version", "model", "spec", "dtype", "strategy", "options", "profile",
     "evidence", "questions", "command", "created", "rag_position",
 )  # fmt: skip
-_EVIDENCE: Mapping[str, tuple[type, ...]] = {
-    "strategy": (str,),
-    "n": (int,),
-    "accuracy": (int, float),
-    "low": (int, float),
-    "high": (int, float),
-    "wins": (int, type(None)),
-    "losses": (int, type(None)),
-    "p_value": (int, float, type(None)),
-    "tokens_per_question": (int, float),
-}
-_QUESTIONS: Mapping[str, type] = {"data": str, "first": int, "n": int}
 
 
 def _package_version() -> str:
     from rag_position import __version__
 
     return __version__
-
-
-def accepted_options(row: StrategySpec) -> frozenset[str]:
-    """The options a tuned file may give ``row`` (its components' options, less ``profile``,
-    which has its own key; ``chat`` where the row answers with the query sandwich)."""
-    found = set(row.option_model.model_fields) - {"profile"}
-    if row.sandwich:
-        found.add("chat")
-    return frozenset(found)
-
-
-def takes_profile(row: StrategySpec) -> bool:
-    """Whether ``row`` takes a ``profile=`` option."""
-    return "profile" in row.option_model.model_fields
-
-
-def profile_applies(row: StrategySpec, options: Mapping[str, Any]) -> bool:
-    """Whether ``row`` with ``options`` places by a profile (it then receives the file's
-    ``profile`` as ``profile=``): it requires one, or its placement is ``"profile"``."""
-    if not takes_profile(row):
-        return False
-    if "profile" in row.requires:
-        return True
-    placement = options.get("placement", row.fixed.get("placement", row.defaults.get("placement")))
-    return bool(placement == "profile")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_options(row: StrategySpec, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` checked against the row's option model; the values as it reads them."""
-    if not all(isinstance(k, str) for k in options):
-        raise ValueError("`options` must have string keys")
-    accepted = accepted_options(row)
-    unknown = sorted(set(options) - accepted)
-    if unknown:
-        fixed = [k for k in unknown if k in row.fixed]
-        sets = (
-            f" (the strategy sets {', '.join(f'{k}={row.fixed[k]!r}' for k in fixed)} itself)"
-            if fixed
-            else ""
-        )
-        profile = " (the profile has its own key, `profile`)" if "profile" in unknown else ""
-        raise ValueError(
-            f"strategy {row.name!r} takes no option {', '.join(map(repr, unknown))}{sets}"
-            f"{profile}; its options: {', '.join(sorted(accepted)) or 'none'}"
-        )
-    checked = {k: v for k, v in options.items() if k != "chat"}
-    if "chat" in options and not isinstance(options["chat"], bool):
-        raise ValueError(f"option `chat` must be true or false, got {options['chat']!r}")
-    try:
-        model = row.option_model.model_validate(checked)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"option `{'.'.join(map(str, e['loc']))}`: {e['msg']} (got {e.get('input')!r})"
-            for e in exc.errors()
-        )
-        raise ValueError(
-            f"strategy {row.name!r} refuses its options: {problems}; its options: "
-            f"{', '.join(sorted(accepted)) or 'none'}"
-        ) from None
-    template = getattr(model, "template", None) if "template" in checked else None
-    if template is not None:  # refused when read, not at the first call
-        from rag_position.strategies._question_likelihood import check_template
-
-        try:
-            check_template(template, bool(getattr(model, "query_aware", False)))
-        except ValueError as exc:
-            raise ValueError(
-                f"strategy {row.name!r} refuses its options: option `template`: {exc}"
-            ) from None
-    return {k: (getattr(model, k) if k in checked else options[k]) for k in options}
-
-
-check_options = _check_options
-"""``options`` checked against ``row`` as a tuned file's are (``ValueError`` naming the
-option; the values as the row reads them): the eval's ``tune`` checks its candidates so."""
-
-
-def _check_profile(
-    row: StrategySpec, options: Mapping[str, Any], profile: Any
-) -> PositionProfile | None:
-    if profile is None:
-        if profile_applies(row, options):
-            raise ValueError(
-                f"strategy {row.name!r} places by a position profile, and `profile` is null "
-                "(give PositionProfile.to_dict(): model, n_positions, values, source)"
-            )
-        return None
-    if isinstance(profile, Mapping):
-        try:
-            profile = PositionProfile.from_dict(profile)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"bad `profile`: {exc}") from None
-    if not isinstance(profile, PositionProfile):
-        raise ValueError(
-            "`profile` must be a PositionProfile (in the file: its to_dict() object) or null, "
-            f"got {type(profile).__name__}"
-        )
-    return profile
-
-
-def _check_row(row: StrategySpec, options: Mapping[str, Any], profile: Any) -> None:
-    """The row's construction-time check (e.g. ``placement="profile"`` needs a profile)."""
-    if row.check is None:
-        return
-    defaults = row.option_model()
-    full = {name: getattr(defaults, name) for name in row.option_model.model_fields}
-    full.update(options)
-    full["profile"] = profile if profile_applies(row, options) else None
-    row.check(full)
-
-
-def _check_evidence(evidence: Any) -> tuple[dict[str, Any], ...]:
-    if isinstance(evidence, (str, bytes, Mapping)) or not isinstance(evidence, Sequence):
-        raise ValueError(f"`evidence` must be a list of objects, got {type(evidence).__name__}")
-    found = []
-    for i, item in enumerate(evidence):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"`evidence[{i}]` must be an object, got {type(item).__name__}")
-        missing = [k for k in _EVIDENCE if k not in item]
-        if missing:
-            raise ValueError(f"`evidence[{i}]` lacks {', '.join(missing)}")
-        for key, kinds in _EVIDENCE.items():
-            value = item[key]
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(
-                    f"`evidence[{i}].{key}` must be "
-                    f"{' or '.join('null' if k is type(None) else k.__name__ for k in kinds)}, "
-                    f"got {value!r}"
-                )
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"`evidence[{i}].{key}` must be finite, got {value!r}")
-        found.append(dict(item))
-    return tuple(found)
-
-
-def _check_questions(questions: Any) -> dict[str, Any]:
-    if not isinstance(questions, Mapping):
-        raise ValueError(
-            f"`questions` must be an object {{data, first, n}}, got {type(questions).__name__}"
-        )
-    for key, kind in _QUESTIONS.items():
-        if key not in questions:
-            raise ValueError(f"`questions` lacks {key!r} (it needs data, first, n)")
-        value: Any = questions[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise ValueError(f"`questions.{key}` must be a {kind.__name__}, got {value!r}")
-        if isinstance(value, int) and value < 0:
-            raise ValueError(f"`questions.{key}` must be >= 0, got {value!r}")
-    return dict(questions)
-
-
-def _check_created(created: Any) -> str:
-    if not isinstance(created, str):
-        raise ValueError(f"`created` must be an ISO 8601 string, got {created!r}")
-    text = created[:-1] + "+00:00" if created.endswith(("Z", "z")) else created
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"`created` must be an ISO 8601 time, got {created!r}") from None
-    return created
-
-
-def _check_text(name: str, value: Any, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ValueError(f"`{name}` must be a non-empty string, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -307,13 +144,13 @@ class TunedChoice:
     """The rag-position version that wrote the choice."""
 
     def __post_init__(self) -> None:
-        if not _is_int(self.version) or self.version != VERSION:
+        if not is_int(self.version) or self.version != VERSION:
             raise ValueError(
                 f"`version` {self.version!r} is not one this rag-position "
                 f"({_package_version()}) reads: it reads version {VERSION}"
             )
-        _check_text("model", self.model)
-        _check_text("spec", self.spec)
+        check_text("model", self.model)
+        check_text("spec", self.spec)
         from rag_position.models import check_spec
 
         check_spec(self.spec, "spec")  # a spec load_model would refuse: refused when read
@@ -328,16 +165,16 @@ class TunedChoice:
         row = STRATEGIES[self.strategy]
         if not isinstance(self.options, Mapping):
             raise ValueError(f"`options` must be an object, got {type(self.options).__name__}")
-        options = _check_options(row, self.options)
-        profile = _check_profile(row, options, self.profile)
-        _check_row(row, options, profile)
+        options = check_options(row, self.options)
+        profile = check_profile(row, options, self.profile)
+        check_row(row, options, profile)
         object.__setattr__(self, "options", MappingProxyType(options))
         object.__setattr__(self, "profile", profile)
-        object.__setattr__(self, "evidence", _check_evidence(self.evidence))
-        object.__setattr__(self, "questions", _check_questions(self.questions))
-        _check_text("command", self.command, empty=True)
-        _check_created(self.created)
-        _check_text("rag_position", self.rag_position)
+        object.__setattr__(self, "evidence", check_evidence(self.evidence))
+        object.__setattr__(self, "questions", check_questions(self.questions))
+        check_text("command", self.command, empty=True)
+        check_created(self.created)
+        check_text("rag_position", self.rag_position)
 
     @property
     def row(self) -> StrategySpec:
@@ -373,7 +210,7 @@ class TunedChoice:
                 f"expected {FORMAT!r} (rag-position tune --model SPEC --out FILE writes one)"
             )
         version = record.get("version")
-        if version != VERSION or not _is_int(version):
+        if version != VERSION or not is_int(version):
             raise ValueError(
                 f"tuned-file version {version!r}: this rag-position ({_package_version()}) "
                 f"reads version {VERSION}"
@@ -457,104 +294,6 @@ def as_tuned(tuned: TunedLike) -> TunedChoice:
     raise TypeError(
         f"`tuned` must be the path of a tuned file or a TunedChoice, got {type(tuned).__name__}"
     )
-
-
-def model_label(model: Any) -> str | None:
-    """A model's ``name`` when it has a non-empty string one, else ``None``."""
-    name = getattr(model, "name", None)
-    return name if isinstance(name, str) and name else None
-
-
-def warn_if_other_model(choice: TunedChoice, model: Any, *, stacklevel: int = 2) -> None:
-    """A ``UserWarning`` when ``model`` has a ``name`` other than the one ``choice`` was
-    measured on (nothing for a model without a name)."""
-    name = model_label(model)
-    if name is not None and name != choice.model:
-        warnings.warn(
-            f"the tuned strategy {choice.strategy!r} was measured on model {choice.model!r} "
-            f"(spec {choice.spec!r}), but it now runs on model {name!r}; tune again for "
-            f"this model (rag-position tune --model SPEC --out FILE)",
-            UserWarning,
-            stacklevel=stacklevel + 1,
-        )
-
-
-def spec_needs_trust(spec: str) -> bool:
-    """Whether a tuned file's model spec is loaded only with the caller's consent: every
-    spec but the packaged models' (``embedded``, ``embedded:...``), which load from the
-    installed packages, offline. An ``openai:`` server would receive the questions, the
-    passages and the API key; an ``hf:`` spec loads weights from wherever it names."""
-    from rag_position.models import find_backend
-
-    backend = find_backend(spec)
-    return backend is None or not backend.prefix.startswith("embedded")
-
-
-def trusted_spec(choice: TunedChoice, *, trust_spec: bool = False) -> str:
-    """The spec that loads ``choice``'s own model, as the caller allows it.
-
-    A packaged model's spec is loaded as written. Any other (``openai:``, ``hf:``) is a
-    :class:`~rag_position.errors.ModelSpecError` unless ``trust_spec`` (the caller has
-    read the file and accepts its server or model); an ``hf:`` hub name then loads from
-    the local Hugging Face cache only (the spec returned names its folder there): a
-    tuned file never makes the library download anything.
-    """
-    from rag_position.models import find_backend
-
-    spec = choice.spec
-    if not spec_needs_trust(spec):
-        return spec
-    if not trust_spec:
-        raise ModelSpecError(
-            f"the tuned file names the model spec {spec!r} (measured on {choice.model!r}), "
-            "which is not loaded from a file unless you say so: an openai: server would "
-            "receive your questions, passages and API key, an hf: spec loads weights from "
-            "wherever it names. Pass your own model (e.g. scorer=load_model(SPEC)), or "
-            "trust_spec=True once you have read the file and accept its spec (an hf: model "
-            "then loads from the local Hugging Face cache only)"
-        )
-    backend = find_backend(spec)
-    if backend is not None and backend.prefix == "hf:":
-        return _cached_hub_spec(spec)
-    return spec
-
-
-def _cached_hub_spec(spec: str) -> str:
-    """``hf:<name>`` as the ``hf:`` spec of its folder in the local Hugging Face cache
-    (never the hub); a path that is there is kept."""
-    target = spec.removeprefix("hf:")
-    if Path(target).expanduser().exists():
-        return spec
-    try:
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(target, local_files_only=True)
-    except Exception:  # not cached, not a hub name, no huggingface_hub
-        raise ModelSpecError(
-            f"the tuned file's model spec {spec!r}: {target!r} is not in the local Hugging "
-            "Face cache, and a tuned file's hf: model loads from the cache only (nothing is "
-            "downloaded for a file): download it yourself, or pass your own model"
-        ) from None
-    return f"hf:{folder}"
-
-
-def hub_name(spec: str) -> str | None:
-    """The hub name an ``hf:`` spec names, when it is not a path that is there."""
-    if not spec.startswith("hf:"):
-        return None
-    target = spec.removeprefix("hf:")
-    return None if Path(target).expanduser().exists() else target
-
-
-def load_kwargs(choice: TunedChoice) -> dict[str, Any]:
-    """The ``load_model`` keyword arguments that load ``choice.spec`` as it was measured
-    (its ``dtype``, for a local backend)."""
-    from rag_position.models import find_backend
-
-    backend = find_backend(choice.spec)
-    if choice.dtype is None or backend is None or not backend.local:
-        return {}
-    return {"dtype": choice.dtype}
 
 
 class TunedReorderer:
