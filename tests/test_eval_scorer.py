@@ -97,9 +97,14 @@ def test_open_domain_scores_with_the_scorer(tmp_path: Path) -> None:
         strategies=["select_and_place:top_n=1"], out=tmp_path / "od",
     )  # fmt: skip
     assert scorer.prompts > 0
-    assert all(
-        "scorer_prompt_tokens" in r for r in result.rows if r["strategy"].startswith("reader")
-    )
+    readers = [r for r in result.rows if r["strategy"].startswith("reader")]
+    assert readers and all("scorer_prompt_tokens" in r for r in readers)
+    # BM25 finds no gold chunk here ("question 1?" shares no word with it; recall 0), so no
+    # passage the reader gets holds an answer, and the report says so.
+    recall = next(r for r in result.rows if r["strategy"] == "retriever-recall")
+    assert recall["accuracy"] == 0.0
+    assert all(r["answer_in_context"] == 0.0 for r in readers)
+    assert "no passage given holds an answer: 100.0% at k=5" in result.report.read_text()
 
 
 def test_reader_scorer_delegates_and_meters() -> None:
