@@ -56,6 +56,10 @@ Two ways to score (``scoring=``):
   after the span are not sent. Every reply is checked: the generated token ids must be
   the span's, else the request falls back to echo.
 - ``"auto"`` (default): forced while the server forces, else echo from then on.
+
+Beside this module: the scoring requests (:mod:`._openai_scoring`), one request and a
+batch of them (:mod:`._openai_calls`), the replies read and checked
+(:mod:`._openai_replies`), the HTTP client (:mod:`._http`).
 """
 
 from __future__ import annotations
@@ -65,38 +69,26 @@ import math
 import os
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from typing import Any, TypeVar
 
-from rag_position.cost import Cost, UsageMeter, in_context
-from rag_position.errors import (
-    BackendError,
-    ContextLengthError,
-    ModelSpecError,
-    ScoringUnsupportedError,
-)
+from rag_position.cost import Cost, UsageMeter
+from rag_position.errors import BackendError, ContextLengthError, ModelSpecError
 from rag_position.models._http import HTTPStatusError, JSONClient, split_base_url
+from rag_position.models._openai_calls import call, map_metered, server_root
 from rag_position.models._openai_replies import (
-    Echo,
     Generated,
     Usage,
-    context_error,
     is_int,
     parse_chat,
     parse_completion,
-    parse_echo,
-    parse_forced,
     parse_models,
     parse_tokenize,
-    span_score,
-    span_tokens,
-    status_error,
     token_char_ranges,
-    unsupported,
 )
+from rag_position.models._openai_scoring import FORCE_KEY as FORCE_KEY
+from rag_position.models._openai_scoring import SCORING_MODES as SCORING_MODES
+from rag_position.models._openai_scoring import SpanScoring
 from rag_position.models.protocols import Span, SpanScore, check_generation, check_span
 from rag_position.passages import check_text
 
@@ -105,8 +97,6 @@ U = TypeVar("U")
 
 logger = logging.getLogger(__name__)
 
-SCORING_MODES = ("auto", "forced", "echo")
-FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
 DEFAULT_TIMEOUT = 300.0  # seconds for one request, retries included
 
 _OPENAI_MODEL = re.compile(
@@ -182,11 +172,8 @@ class OpenAICompatibleModel:
             max_retries=max_retries,
         )
         self._meter = UsageMeter()
-        self._echo_tokens = 0  # max_tokens for scoring requests; 1 once a server refuses 0
-        self.scoring = scoring
-        # whether forced scoring works here: None until tried, then True or False
-        self._forcing: bool | None = {"auto": None, "forced": True, "echo": False}[scoring]
-        self._probe = threading.Lock()
+        # forced or echo scoring, and what it learns of the server (_openai_scoring)
+        self._scoring = SpanScoring(self._http, self.base_url, scoring)
         self._lock = threading.Lock()
         self._encoding: Any = None
         self._max_context: int | None = None
@@ -201,6 +188,15 @@ class OpenAICompatibleModel:
     @name.setter
     def name(self, value: str) -> None:
         self._http.model = value
+
+    @property
+    def scoring(self) -> str:
+        """How spans are scored: ``"auto"``, ``"forced"`` or ``"echo"`` (module doc)."""
+        return self._scoring.scoring
+
+    @scoring.setter
+    def scoring(self, value: str) -> None:
+        self._scoring.scoring = value
 
     def close(self) -> None:
         """Close the connections (they are reopened on the next request)."""
@@ -482,195 +478,18 @@ class OpenAICompatibleModel:
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
-            forced = self._try_forced(prompt, span, i)
-            if forced is not None:
-                return forced
-            reply = self._echo(prompt, i)
-            # metered as scoring: the prompt read, nothing generated (a server may count
-            # the one token it decodes for an echo)
-            return span_score(reply, prompt, span, i), Usage(reply.usage.prompt_tokens, 0)
+            return self._scoring.score(prompt, span, i, self._window)
 
         return self._map(one, jobs)
-
-    def _try_forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Usage] | None:
-        """Forced scoring where this server forces; the first try is made by one thread alone.
-
-        Until a reply has shown whether the server forces, concurrent prompts wait for
-        that one try instead of all probing at once.
-        """
-        if self._forcing is False:
-            return None
-        if self._forcing is None:
-            with self._probe:
-                if self._forcing is None:
-                    result = self._forced(prompt, span, index)
-                    if result is not None:
-                        self._forcing = True
-                    return result
-            if self._forcing is False:
-                return None
-        return self._forced(prompt, span, index)
-
-    def _forced(self, prompt: str, span: Span, index: int) -> tuple[SpanScore, Usage] | None:
-        """Score by forced generation (module doc); None: score this prompt by echo.
-
-        A server that cannot force (no token strings from /tokenize, a refused request,
-        output that is not the forced tokens) turns forcing off for this model under
-        ``scoring="auto"``; a prompt whose token strings do not spell it is scored by
-        echo alone. An unreachable or failing server is an error either way.
-        """
-        tokenized = self._tokenize_with_offsets(prompt, index)
-        if tokenized is None:
-            return None
-        ids, starts, ends = tokenized
-        window = self._window()
-        if window is not None and len(ids) > window:
-            raise ContextLengthError(len(ids), window, f"prompt {index}")
-        a, b = span_tokens(starts, ends, span, index)
-        target = ids[a:b]
-        body = {
-            "model": self.name,
-            "prompt": ids[:a],
-            "max_tokens": b - a,
-            "temperature": 0.0,
-            "logprobs": 0,
-            "vllm_xargs": {FORCE_KEY: target},
-            # generation_config's end-of-sequence ids must not end the forced output
-            # early (no min_tokens: vLLM would mask those ids, forced ones included)
-            "ignore_eos": True,
-            "return_tokens_as_token_ids": True,
-            "skip_special_tokens": False,
-        }
-        try:
-            reply = self._request(
-                "POST",
-                "/completions",
-                body,
-                lambda data: parse_forced(data, target),
-                what=f"prompt {index}",
-                raw_bad_request=True,
-            )
-        except HTTPStatusError as exc:  # a 400 not about the window: cannot force here
-            self._no_forcing(exc.message)
-            return None
-        if reply is None:
-            self._no_forcing("the generated tokens were not the forced ones")
-            return None
-        values, usage = reply
-        total = math.fsum(values)  # bounded (parse_forced): finite
-        # metered as what it is, scoring: the forced tokens count as prompt tokens read
-        read = usage.prompt_tokens + usage.completion_tokens
-        return SpanScore(total / len(values), total, len(values)), Usage(read, 0)
-
-    def _no_forcing(self, why: str) -> None:
-        if self.scoring == "forced":
-            raise ScoringUnsupportedError(
-                f"the server at {self.base_url} cannot score by forced generation ({why}); "
-                "start it with `rag-position serve` (which loads the forcing logits processor) "
-                "or use scoring='echo'"
-            )
-        self._forcing = False  # auto: echo from now on (a bool write; every reply is checked)
-
-    def _tokenize_with_offsets(
-        self, prompt: str, index: int
-    ) -> tuple[list[int], list[int], list[int]] | None:
-        """The server's token ids of ``prompt`` and each token's character range, or None."""
-        body = {
-            "model": self.name,
-            "prompt": prompt,
-            "add_special_tokens": True,
-            "return_token_strs": True,
-        }
-        try:
-            reply = self._request(
-                "POST",
-                "/tokenize",
-                body,
-                parse_tokenize,
-                what=f"prompt {index}",
-                raw_bad_request=True,
-            )
-        except HTTPStatusError as exc:  # no such option here: a capability
-            self._no_forcing(f"/tokenize refused token strings: {exc.message}")
-            return None
-        except BackendError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, HTTPStatusError) and cause.status in (404, 405):
-                self._no_forcing("it has no /tokenize endpoint")
-                return None
-            raise  # unreachable, failing: not a reason to score differently
-        ids, strs = reply["tokens"], reply.get("token_strs")
-        if strs is None:
-            self._no_forcing("its /tokenize returns no token strings")
-            return None
-        ranges = token_char_ranges(strs, prompt)
-        if ranges is None:  # this prompt's token strings do not spell it: echo scores it
-            if self.scoring == "forced":
-                raise ScoringUnsupportedError(
-                    f"the token strings {self._root}/tokenize returns for {self.name!r} do not "
-                    "spell the prompt, so spans cannot be placed on them; use scoring='echo' "
-                    "or 'auto'"
-                )
-            return None
-        return list(ids), ranges[0], ranges[1]
-
-    def _echo(self, prompt: str, index: int) -> Echo:
-        """The prompt echoed with its token log-probabilities (max_tokens 0, else 1)."""
-        while True:
-            n = self._echo_tokens
-            body = {
-                "model": self.name,
-                "prompt": prompt,
-                "echo": True,
-                "logprobs": 0,  # the prompt token's own log-probability; no alternatives
-                "max_tokens": n,
-                "temperature": 0.0,
-            }
-            try:
-                return self._request(
-                    "POST",
-                    "/completions",
-                    body,
-                    partial(parse_echo, prompt=prompt, url=self.base_url, max_tokens=n),
-                    what=f"prompt {index}",
-                    raw_bad_request=True,
-                )
-            except HTTPStatusError as exc:  # a 400 not about the context window
-                if any(w in exc.message.lower() for w in ("logprob", "echo")):
-                    raise unsupported(self.base_url, exc.message) from exc
-                if n > 0:
-                    raise status_error(exc, self.name) from exc
-                self._echo_tokens = 1  # the server refuses max_tokens=0: ask for 1, ignore it
 
     # ------------------------------------------------------------------ plumbing
     @property
     def _root(self) -> str:
-        return self.base_url.removesuffix("/v1")
+        return server_root(self.base_url)
 
     def _map(self, fn: Callable[[T], tuple[U, Usage]], items: list[T]) -> list[U]:
         """``fn`` over ``items`` on up to ``concurrency`` threads, in order, metering usage."""
-        if not items:
-            return []
-        start = time.perf_counter()
-
-        def run(item: T) -> U:
-            value, usage = fn(item)
-            self._meter.add(Cost(1, usage.prompt_tokens, usage.completion_tokens, 0.0))
-            return value
-
-        try:
-            if len(items) == 1 or self.concurrency == 1:
-                return [run(item) for item in items]
-            with ThreadPoolExecutor(min(self.concurrency, len(items))) as pool:
-                futures: list[Future[U]] = [pool.submit(in_context(run), item) for item in items]
-                try:
-                    return [f.result() for f in futures]
-                except BaseException:
-                    for f in futures:
-                        f.cancel()
-                    raise
-        finally:
-            self._meter.add(Cost(seconds=time.perf_counter() - start))
+        return map_metered(fn, items, concurrency=self.concurrency, meter=self._meter)
 
     def _request(
         self,
@@ -682,23 +501,17 @@ class OpenAICompatibleModel:
         what: str,
         raw_bad_request: bool = False,
     ) -> T:
-        """One request, retried inside the deadline; errors become rag-position errors.
-
-        ``/tokenize`` is served at the server's root (vLLM), the rest under ``/v1``.
-        With ``raw_bad_request``, a 400 that is not about the context window is re-raised
-        as :class:`HTTPStatusError` (the caller may retry differently).
-        """
-        url = (self._root if endpoint == "/tokenize" else self.base_url) + endpoint
-        try:
-            return self._http.call(method, url, body, parse, what=what)
-        except HTTPStatusError as exc:
-            if exc.status == 400:
-                context = context_error(exc.message, what)
-                if context is not None:
-                    raise context from exc
-                if raw_bad_request:
-                    raise
-            raise status_error(exc, self.name) from exc
+        """One request, retried inside the deadline (:func:`call`'s doc)."""
+        return call(
+            self._http,
+            self.base_url,
+            method,
+            endpoint,
+            body,
+            parse,
+            what=what,
+            raw_bad_request=raw_bad_request,
+        )
 
 
 __all__ = ["OpenAICompatibleModel", "token_char_ranges"]
