@@ -64,7 +64,12 @@ def cell(folders: Sequence[Path]) -> dict[str, Any]:
             rows.setdefault(name, by)
     if not rows:
         raise SystemExit(f"{list(map(str, folders))}: no compare records")
-    common = set.intersection(*(set(by) for by in rows.values()))
+    # The questions every row answered; a row run on far fewer (a costly peer on the first
+    # questions only) is left out of that set, reported on its own questions and paired
+    # with select_and_place on those.
+    most = max(len(by) for by in rows.values())
+    full = [set(by) for by in rows.values() if len(by) >= most / 2]
+    common = set.intersection(*full)
     return {"rows": rows, "questions": sorted(common)}
 
 
@@ -74,26 +79,28 @@ def summarize(name: str, found: dict[str, Any]) -> dict[str, Any]:
     model = rows[next(iter(rows))][qs[0]]["model"] if qs else None
     out["model"] = model
     for row, by in rows.items():
-        correct = [1.0 if by[q]["correct"] else 0.0 for q in qs]
+        own = qs if all(q in by for q in qs) else sorted(set(by) & set(rows[next(iter(rows))]))
+        correct = [1.0 if by[q]["correct"] else 0.0 for q in own]
         mean, low, high = bootstrap_ci(correct, seed=0)
         # A run without --scorer records no reader_cost: the answer's prompt is the reader's.
-        reader = [by[q].get("reader_cost", by[q]["generation_cost"]) for q in qs]
-        scorer = [by[q].get("scorer_cost") for q in qs]
-        kept = [by[q]["info"].get("gold_kept") for q in qs]
+        reader = [by[q].get("reader_cost", by[q]["generation_cost"]) for q in own]
+        scorer = [by[q].get("scorer_cost") for q in own]
+        kept = [by[q]["info"].get("gold_kept") for q in own]
         entry = {
+            "n": len(own),
             "accuracy": 100 * mean,
             "low": 100 * low,
             "high": 100 * high,
-            "reader_prompt_tokens": sum(c["prompt_tokens"] for c in reader) / max(len(qs), 1),
+            "reader_prompt_tokens": sum(c["prompt_tokens"] for c in reader) / max(len(own), 1),
             "scorer_prompt_tokens": (
-                sum(c["prompt_tokens"] for c in scorer) / len(qs)
-                if qs and all(c is not None for c in scorer)
+                sum(c["prompt_tokens"] for c in scorer) / len(own)
+                if own and all(c is not None for c in scorer)
                 else None
             ),
         }
         if kept and all(k is not None for k in kept):
             entry["gold_kept"] = 100 * sum(kept) / len(kept)
-        failures = [by[q]["info"].get("format_failure") for q in qs]
+        failures = [by[q]["info"].get("format_failure") for q in own]
         if failures and all(f is not None for f in failures):
             entry["format_failures"] = int(sum(failures))
         out["rows"][row] = entry
@@ -114,6 +121,8 @@ def summarize(name: str, found: dict[str, Any]) -> dict[str, Any]:
 
 
 def _paired(a: dict[str, Any], b: dict[str, Any], qs: Sequence[str]) -> dict[str, Any]:
+    if not all(q in a and q in b for q in qs):  # a row on fewer questions: paired on those
+        qs = sorted(set(a) & set(b))
     wins = sum(1 for q in qs if a[q]["correct"] and not b[q]["correct"])
     losses = sum(1 for q in qs if b[q]["correct"] and not a[q]["correct"])
     return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
@@ -142,6 +151,8 @@ def markdown(cells: Sequence[dict[str, Any]]) -> str:
                 cells_text.append("")
                 continue
             text = f"{e['accuracy']:.1f} [{e['low']:.1f}, {e['high']:.1f}]"
+            if e["n"] != c["n"]:
+                text += f" n={e['n']}"
             v = c.get("versus", {}).get(row)
             if v is not None:
                 text += f" ({v['wins']}/{v['losses']}, p={v['p']:.2g})"
