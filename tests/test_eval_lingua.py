@@ -103,6 +103,7 @@ def test_compare_names_the_rows_problem_or_skips_them(tmp_path: Path) -> None:
     from rag_position.eval.compare import _choose
 
     class Ctx:
+        scorer = None  # no --scorer: the model scores
         label = "remote"
 
         class model:  # a model without local weights
