@@ -32,12 +32,15 @@ def main() -> None:
     dataset = load_multidoc(None, docs=10, questions=args.questions)
     rows: dict[str, dict[str, float]] = {}
     peers = peer_strategies()
+    top1: dict[str, float] = {}  # embeddings_filter's gold kept, by question
     for name in ("embeddings_filter", "embeddings_filter_threshold"):
         kept, gold, none = [], [], []
         for inst in dataset.instances:
             k = inst.k
             position = random.Random(derive_seed(0, "gold-position", inst.id)).randrange(k)
             info = peers[name].prepare(place_gold(inst, position), None, seed=0).info
+            if name == "embeddings_filter":
+                top1[str(inst.id)] = info["gold_kept"]
             kept.append(info["kept"])
             gold.append(info["gold_kept"])
             none.append(info["none_kept"])
@@ -48,22 +51,35 @@ def main() -> None:
         path = folder / "predictions.jsonl.gz"
         opener = gzip.open if path.is_file() else open
         path = path if path.is_file() else folder / "predictions.jsonl"
-        by: dict[str, list[dict[str, float]]] = {}
+        by: dict[str, dict[str, dict[str, float]]] = {}
         with opener(path, "rt", encoding="utf-8") as lines:
             for line in lines:
                 r = json.loads(line)
                 if r["task"] == "compare" and "gold_kept" in r["info"]:
-                    by.setdefault(r["strategy"], []).append(r["info"])
+                    by.setdefault(r["strategy"], {})[r["instance"]] = r["info"]
         for name, infos in by.items():
             n = len(infos)
+            paired = [q for q in infos if q in top1]
             rows[f"{name} ({folder.name})"] = {
                 "n": n,
-                "kept": sum(i["kept"] for i in infos) / n,
-                "gold_kept": 100 * sum(i["gold_kept"] for i in infos) / n,
+                "kept": sum(i["kept"] for i in infos.values()) / n,
+                "gold_kept": 100 * sum(i["gold_kept"] for i in infos.values()) / n,
+                # beside embeddings_filter's top 1 on the same questions: kept by either, by both
+                "either_with_embeddings_filter": sum(
+                    1 for q in paired if infos[q]["gold_kept"] or top1[q]
+                ),
+                "both_with_embeddings_filter": sum(
+                    1 for q in paired if infos[q]["gold_kept"] and top1[q]
+                ),
             }
-    print("| row | n | passages kept | gold kept (%) |\n| --- | --- | --- | --- |")
+    print(
+        "| row | n | passages kept | gold kept (%) | with embeddings_filter: either / both |\n"
+        "| --- | --- | --- | --- | --- |"
+    )
     for name, r in rows.items():
-        print(f"| {name} | {r['n']} | {r['kept']:.2f} | {r['gold_kept']:.1f} |")
+        union = r.get("either_with_embeddings_filter")
+        both = "" if union is None else f"{union} / {r['both_with_embeddings_filter']}"
+        print(f"| {name} | {r['n']} | {r['kept']:.2f} | {r['gold_kept']:.1f} | {both} |")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

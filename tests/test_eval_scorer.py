@@ -10,7 +10,7 @@ import pytest
 from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.cost import Cost, record
-from rag_position.eval import run_open_domain
+from rag_position.eval import EvalConfigError, run_open_domain
 from rag_position.eval.compare import run_compare
 from rag_position.eval.pair import ReaderScorer, scorer_metered, scoring_model
 from rag_position.models.protocols import Span, SpanScore
@@ -85,7 +85,7 @@ def test_a_run_folder_of_one_scorer_refuses_another(tmp_path: Path) -> None:
     run_compare(Reader(), scorer=GoldScorer(), **options)
     other = GoldScorer()
     other.name = "another-scorer"
-    with pytest.raises(Exception, match=r"another-scorer|small-scorer"):
+    with pytest.raises(EvalConfigError, match=r"another-scorer|small-scorer"):
         run_compare(Reader(), scorer=other, **options)
 
 
@@ -132,3 +132,21 @@ def test_tune_chooses_for_the_pair_and_names_the_scorer(tmp_path: Path) -> None:
     assert choice.strategy == "select_and_place" and choice.options == {"top_n": 1}
     assert choice.model == "small-scorer"  # the model a pipeline loads to score with
     assert scorer.prompts > 0
+
+
+@pytest.mark.parametrize(("k", "held"), [(2, 1.0), (1, 0.0)])
+def test_answer_in_context_is_whether_a_passage_given_holds_an_answer(k: int, held: float) -> None:
+    from types import SimpleNamespace
+
+    from rag_position.data import QAInstance
+    from rag_position.eval.open_domain import _prepare
+    from rag_position.eval.strategies import select_strategies
+    from rag_position.passages import Passage
+
+    instance = QAInstance(
+        "Where is ans1?", ("ans1",), (Passage("nothing here"), Passage("ans1 is in Rome.")), id="q"
+    )
+    retriever = select_strategies(["retriever"])[0]
+    prepared = _prepare(SimpleNamespace(seed=0), None, retriever, instance, k)()  # type: ignore[arg-type]
+    # the question names the answer too: it is left out of what is looked at
+    assert prepared.info["answer_in_context"] == held

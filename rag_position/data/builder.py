@@ -34,6 +34,24 @@ EMBEDDING_TEXT = "{title}\n{text}"
 """How a pool passage is embedded (just ``{text}`` when the title is empty); questions
 are embedded as they are."""
 _CACHE_FORMAT = 1
+
+
+def embedding_text(passage: Passage) -> str:
+    """What is embedded for a passage: :data:`EMBEDDING_TEXT`, or its text when untitled.
+
+    Example:
+        >>> embedding_text(Passage("Paris is in France.", title="Paris"))
+        'Paris\\nParis is in France.'
+        >>> embedding_text(Passage("x"))
+        'x'
+    """
+    return (
+        EMBEDDING_TEXT.format(title=passage.title, text=passage.text)
+        if passage.title
+        else passage.text
+    )
+
+
 SEED_DEPTH = 29
 """Distractors per question in the packaged rankings (``--docs`` up to 30)."""
 SEED_FILE = "nq-open-oracle-dev.distractors-k30.json.gz"
@@ -266,10 +284,7 @@ class InstanceBuilder:
                 logger.warning("ignoring %s: shape %s does not fit the pool", path, vectors.shape)
             except (OSError, ValueError) as exc:
                 logger.warning("ignoring unreadable cache file %s: %s", path, exc)
-        texts = [
-            EMBEDDING_TEXT.format(title=p.title, text=p.text) if p.title else p.text
-            for p in self._pool
-        ]
+        texts = [embedding_text(p) for p in self._pool]
         logger.info("embedding %d pool passages with %s", len(texts), self.embedder_name)
         vectors = _as_matrix(self.embedder.embed(texts), len(texts), "pool passages")
         _atomic_write(path, lambda f: np.save(f, vectors, allow_pickle=False))

@@ -84,11 +84,6 @@ class ReaderScorer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reader, name)
 
-    @property
-    def reader(self) -> Any:
-        """The model answers come from."""
-        return self._reader
-
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
         with metered() as tally:
             results = list(self.scoring_model.score_spans(prompts, spans))
@@ -101,9 +96,4 @@ def scoring_model(model: Any) -> Any:
     return model.scoring_model if isinstance(model, ReaderScorer) else model
 
 
-def reader_model(model: Any) -> Any:
-    """The model answers come from: a :class:`ReaderScorer`'s reader, else ``model``."""
-    return model.reader if isinstance(model, ReaderScorer) else model
-
-
-__all__ = ["ReaderScorer", "charge_scorer", "reader_model", "scorer_metered", "scoring_model"]
+__all__ = ["ReaderScorer", "charge_scorer", "scorer_metered", "scoring_model"]

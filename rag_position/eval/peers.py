@@ -85,7 +85,7 @@ import numpy as np
 
 from rag_position.cost import Cost, metered
 from rag_position.data import QAInstance
-from rag_position.data.builder import EMBEDDING_TEXT
+from rag_position.data.builder import embedding_text
 from rag_position.eval.common import Prepared, gold_info
 from rag_position.eval.pair import charge_scorer, scoring_model
 from rag_position.passages import Passage
@@ -193,15 +193,9 @@ def _documents(passages: Sequence[Passage]) -> list[Any]:
     from langchain_core.documents import Document
 
     return [
-        Document(page_content=_embedded_text(p), metadata={"index": i, "title": p.title})
+        Document(page_content=embedding_text(p), metadata={"index": i, "title": p.title})
         for i, p in enumerate(passages)
     ]
-
-
-def _embedded_text(passage: Passage) -> str:
-    if passage.title:
-        return EMBEDDING_TEXT.format(title=passage.title, text=passage.text)
-    return passage.text
 
 
 def rerank_llm(scorer: Any, max_new_tokens: int = RERANK_MAX_NEW_TOKENS) -> Any:
@@ -368,7 +362,6 @@ class LLMRerankStrategy:
             parsed=len(numbers),
             format_failure=1 if raised or not numbers else 0,
             invalid_choice=1 if any(n < 1 for n in numbers) else 0,
-            text=tuple(a for a, _ in answers),
         )
 
 
@@ -376,14 +369,13 @@ class LLMRerankStrategy:
 class RerankOutcome:
     """How one ``LLMRerank`` call went: the passages kept (in its order), the number of
     answers (batches), of parsed lines, whether it failed on the format, whether a parsed
-    number was below 1, and the model's answers."""
+    number was below 1."""
 
     kept: list[int]
     answers: int
     parsed: int
     format_failure: int
     invalid_choice: int
-    text: tuple[str, ...]
 
 
 def peer_strategies() -> dict[str, Any]:

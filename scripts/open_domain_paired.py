@@ -1,0 +1,47 @@
+"""Open-domain reader accuracy at each k, with and without selection, on the questions both
+runs answered (one run may cover fewer: the first 50 of the other's 200).
+
+    .venv/bin/python scripts/open_domain_paired.py results/open-domain-bm25 \\
+        results/select-open-domain50
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from pathlib import Path
+
+
+def correct_by(folder: Path) -> dict[tuple[str, int, str], bool]:
+    """Each open-domain record's correctness by (reader row, k, question)."""
+    path = folder / "predictions.jsonl.gz"
+    opener = gzip.open if path.is_file() else open
+    path = path if path.is_file() else folder / "predictions.jsonl"
+    out = {}
+    with opener(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            r = json.loads(line)
+            if r["task"] == "open-domain":
+                out[(r["strategy"], int(r["fields"]["k"]), r["instance"])] = bool(r["correct"])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="open-domain run folders")
+    args = parser.parse_args()
+    found: dict[tuple[str, int, str], bool] = {}
+    for folder in args.folders:
+        found.update(correct_by(folder))
+    rows = sorted({(name, k) for name, k, _ in found})
+    questions = set.intersection(*({q for name, k, q in found if (name, k) == row} for row in rows))
+    print(f"{len(questions)} questions every row answered")
+    print("| reader row | k | accuracy (%) |\n| --- | --- | --- |")
+    for name, k in rows:
+        right = sum(found[(name, k, q)] for q in questions)
+        print(f"| {name} | {k} | {100 * right / len(questions):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
