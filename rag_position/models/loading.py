@@ -324,8 +324,10 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     GGUF file path is accepted); ``"openai:<base_url>"`` with ``model=`` (or the model name after
     ``/v1/`` in the URL). Keyword arguments go to the backend: for local models
     ``dtype`` (``"auto"``, ``"float32"``, ``"bfloat16"``), ``device``,
-    ``chat_template``, ``max_batch_tokens``; for servers ``model``, ``api_key``,
-    ``timeout``, ``max_retries``, ``chat_template``, ``concurrency``, ``scoring``.
+    ``chat_template``, ``max_batch_tokens``, ``prefix_cache_mb`` (the scoring prefix
+    cache's bound in MiB, 0 = off: :mod:`rag_position.models.prefix_cache`); for servers
+    ``model``, ``api_key``, ``timeout``, ``max_retries``, ``chat_template``,
+    ``concurrency``, ``scoring``.
 
     Example:
         >>> model = load_model("embedded")                       # offline, ~15 s to load

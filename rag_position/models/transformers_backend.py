@@ -31,6 +31,7 @@ from rag_position.models.devices import (  # re-exported: the local backend's se
     cpu_supports_bf16,
     resolve_dtype,
 )
+from rag_position.models.prefix_cache import PrefixCache, cached_target_logprobs
 from rag_position.models.protocols import (
     Span,
     SpanScore,
@@ -67,6 +68,9 @@ class TokenLogprobs:
 class TransformersModel:
     """A local causal LM: batched generation and batched span scoring.
 
+    ``prefix_cache_mb`` > 0 keeps each scoring prompt's key/value states up to its
+    span, at most that many MiB (:mod:`rag_position.models.prefix_cache`; 0: off).
+
     Example:
         >>> model = load_model("embedded", dtype="float32")
         >>> prompt = "Document [1] Paris is the capital of France.\\nQuestion: What is the capital?"
@@ -88,6 +92,7 @@ class TransformersModel:
         max_batch_size: int = 16,
         score_batch_size: int | None = None,
         max_context: int | None = None,
+        prefix_cache_mb: float = 0,
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
@@ -112,6 +117,8 @@ class TransformersModel:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self._template_prefix, self._template_suffix = self._template_parts()
+        # Off (0): None, and scoring runs as without it (rag_position.models.prefix_cache).
+        self.prefix_cache = PrefixCache(prefix_cache_mb) if prefix_cache_mb else None
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -233,6 +240,16 @@ class TransformersModel:
             encoded.append(enc)
             targets.append(idx)
 
+        cache = self.prefix_cache
+        if cache is not None and cache.unsupported is None:  # one prompt at a time
+            scores = []
+            for enc, idx in zip(encoded, targets, strict=True):
+                lp = cached_target_logprobs(self, cache, enc.ids, idx)
+                if lp is None:  # not plain full attention: scored as without the cache
+                    (lp,) = self._target_logprobs([enc.ids], [idx])
+                total = float(lp.sum())
+                scores.append(SpanScore(total / len(lp), total, len(lp)))
+            return scores
         results: list[SpanScore | None] = [None] * len(prompts)
         for batch in self._batches([len(e.ids) for e in encoded], self.score_batch_size):
             logprobs = self._target_logprobs(
@@ -282,12 +299,16 @@ class TransformersModel:
                 h = hidden[
                     rows[s : s + chunk].to(self.device), (cols[s : s + chunk] - 1).to(self.device)
                 ]
-                logits = self._head(h).float()
-                if self._softcap:
-                    logits = torch.tanh(logits / self._softcap) * self._softcap
-                logp = torch.log_softmax(logits, dim=-1)
-                out[s : s + chunk] = logp.gather(1, wanted[s : s + chunk, None])[:, 0].cpu()
+                out[s : s + chunk] = self._project(h, wanted[s : s + chunk])
         return list(torch.split(out, [len(t) for t in batch_targets]))
+
+    def _project(self, hidden: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
+        """log p(wanted[k]) from the last hidden state ``hidden[k]``: the LM head, float32."""
+        logits = self._head(hidden).float()
+        if self._softcap:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        logp = torch.log_softmax(logits, dim=-1)
+        return logp.gather(1, wanted[:, None])[:, 0].cpu()
 
     def _batches(self, lengths: Sequence[int], max_size: int) -> Iterator[list[int]]:
         """Indices grouped longest first, each group's padded size within the token budget."""
