@@ -26,6 +26,7 @@ MODULES = [
     "rag_position.models.protocols",
     "rag_position.cost",
     "rag_position.models.devices",
+    "rag_position.models.prefix_cache",
     "rag_position.eval.cli",
     "rag_position.eval.common",
     "rag_position.eval.kv",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from rag_position.models import SpanScore
+from rag_position.models import SpanScore, prefix_cache
 from rag_position.models.prefix_cache import KV, PrefixCache, kv_nbytes
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies import select_and_place
@@ -112,6 +112,10 @@ def test_scores_equal_the_uncached_ones_and_a_hit_equals_its_miss(
     again = model.score_spans(prompts, spans)
     assert model.prefix_cache.stats().hits == 4
     assert again == first  # a hit computes exactly what its miss computed
+    # one row a forward (no padding) gives the same scores as the batched suffixes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prefix_cache, "SUFFIX_BATCH_TOKENS", 1)
+        _close(model.score_spans(prompts, spans), first, 1e-5)
     # what a hit computed: the question's tokens, not the prefix
     before = model.usage.prompt_tokens
     model.score_spans(prompts[:1], spans[:1])

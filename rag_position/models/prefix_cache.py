@@ -16,20 +16,26 @@ token ids: a cache never serves another model or dtype, and a prefix whose token
 differ in one id is another entry. A scoring call then computes only
 ``ids[p:last]`` (the scored tokens' predictions; what follows the last scored token
 is never computed, attention being causal) on top of the cached states. A miss runs
-the prefix alone first, stores it, then the suffix the same way, so a prompt's score
-does not depend on whether its prefix was cached (within float rounding of the
-uncached forward: 1e-5 in float32, measured in ``tests/test_prefix_cache.py``).
+the prefix alone first, stores it, then the suffix the same way as a hit's, so a
+prompt's score does not depend on whether its prefix was cached; it differs from the
+uncached forward by float rounding (within 1e-5 in float32; in bfloat16, as much as
+changing the prompt's length moves an uncached score: ``tests/test_prefix_cache.py``,
+``benchmarks/reuse.py``).
 
 Memory: an entry's bytes are the sum of its tensors' ``nbytes`` (layers x 2 x
 key/value heads x head dim x dtype bytes per token: 46,080 per token for the embedded
 model in float32, 23,040 in bfloat16). After each store the oldest entries are dropped
 until the total is within the bound; an entry larger than the bound is not stored.
 
-Batching: with the cache on, every prompt is scored in its own forward passes (one
-prompt at a time, as on CPU already): a hit costs only its suffix; on an accelerator,
-the batching of misses is given up. Models whose key/value cache is not plain full
-attention (sliding windows, hybrid layers, e.g. Gemma 3) are scored uncached, and
-:attr:`PrefixCache.unsupported` says why.
+Batching: with the cache on, each missing prefix is computed alone (no padding: the
+fast causal attention path on CPU; on an accelerator, the batching of these prefixes is
+given up), then the suffixes of a call's prompts go through the model together, up to
+``max_batch_size`` rows and :data:`SUFFIX_BATCH_TOKENS` slots a forward, each on its own
+past (left-padded, masked). A query's ten hits are thus one forward of about ten
+questions' tokens: on CPU a forward of a few tokens costs about one read of the
+weights, so one forward per hit would cost several times more. Models whose key/value
+cache is not plain full attention (sliding windows, hybrid layers, e.g. Gemma 3) are
+scored uncached, and :attr:`PrefixCache.unsupported` says why.
 """
 
 from __future__ import annotations
@@ -166,52 +172,137 @@ class PrefixCache:
         return len(self._entries)
 
 
+SUFFIX_BATCH_TOKENS = 4096
+"""At most this many past and suffix slots (rows x width) in one suffix forward: the
+merged past of such a group is 189 MB for the embedded model in float32."""
+
+
 @torch.inference_mode()
 def cached_target_logprobs(
-    model: TransformersModel, cache: PrefixCache, ids: list[int], targets: list[int]
-) -> torch.Tensor | None:
-    """log p(ids[j] | ids[:j]) for each j in ``targets`` (ascending), float32, computing
-    only what ``cache`` does not hold (module doc); None when the model's cache layers are
-    not plain full attention (the caller scores it uncached)."""
+    model: TransformersModel,
+    cache: PrefixCache,
+    batch_ids: list[list[int]],
+    batch_targets: list[list[int]],
+) -> list[torch.Tensor] | None:
+    """log p(ids[j] | ids[:j]) for each j in each row's ``targets`` (ascending), float32,
+    one tensor per row, computing only what ``cache`` does not hold (module doc); None
+    when the model's cache layers are not plain full attention (the caller scores
+    uncached)."""
+    if cache.unsupported is not None:
+        return None
+    pasts: list[KV] = []
+    for ids, targets in zip(batch_ids, batch_targets, strict=True):
+        kv = _prefix(model, cache, ids[: targets[0] - 1])
+        if kv is None:
+            return None
+        pasts.append(kv)
+    groups: list[list[int]] = [[]]
+    width = 0  # the current group's longest past plus suffix
+    for i, (kv, targets) in enumerate(zip(pasts, batch_targets, strict=True)):
+        need, group = _length(kv) + len(targets), groups[-1]
+        if group and (
+            len(group) >= model.max_batch_size
+            or (len(group) + 1) * max(width, need) > SUFFIX_BATCH_TOKENS
+        ):
+            groups.append([])
+            width = 0
+        groups[-1].append(i)
+        width = max(width, need)
+    out: list[torch.Tensor] = []
+    for group in groups:
+        rows_ids, rows_targets = [batch_ids[r] for r in group], [batch_targets[r] for r in group]
+        out += _suffixes(model, [pasts[r] for r in group], rows_ids, rows_targets)
+    return out
+
+
+def _length(kv: KV) -> int:
+    return kv[0][0].shape[-2] if kv else 0
+
+
+def _prefix(model: TransformersModel, cache: PrefixCache, prefix: list[int]) -> KV | None:
+    """The key/value states of ``prefix``: from the cache, else computed alone (no padding)
+    and stored; ``()`` for no prefix; None (and ``cache.unsupported`` set) when the
+    model's cache layers are not plain full attention."""
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     from rag_position.models.transformers_backend import cache_name
 
-    if cache.unsupported is not None:
-        return None
-    name, device = cache_name(), model.device
-    p = targets[0] - 1
-    key = (model.name, id(model), str(model.dtype), str(device), tuple(ids[:p]))
-    kv = cache.get(key, p) if p > 0 else None
-    suffix = ids[p : targets[-1]]
-    computed = len(suffix) + (p if kv is None else 0)
-    with model._meter.timed(1, computed):
-        if kv is None and p > 0:
-            out = model._decoder(
-                input_ids=torch.tensor([ids[:p]], device=device),
-                use_cache=True,
-                **{name: DynamicCache(config=model.model.config)},
-            )
-            layers = getattr(out, name).layers
-            if not all(type(layer) is DynamicLayer for layer in layers):
-                kinds = sorted({type(layer).__name__ for layer in layers})
-                cache.unsupported = f"{model.name}: cache layers {', '.join(kinds)}"
-                return None
-            kv = tuple((_owned(layer.keys), _owned(layer.values)) for layer in layers)
-            cache.put(key, kv)
-        past = {name: DynamicCache(ddp_cache_data=kv)} if kv else {}
-        hidden = model._decoder(
-            input_ids=torch.tensor([suffix], device=device), use_cache=bool(kv), **past
+    if not prefix:
+        return ()
+    key = (model.name, id(model), str(model.dtype), str(model.device), tuple(prefix))
+    kv = cache.get(key, len(prefix))
+    if kv is not None:
+        return kv
+    name = cache_name()
+    with model._meter.timed(0, len(prefix)):
+        out = model._decoder(
+            input_ids=torch.tensor([prefix], device=model.device),
+            use_cache=True,
+            **{name: DynamicCache(config=model.model.config)},
         )
-        states = hidden.last_hidden_state[0]
-        at = torch.tensor([j - 1 - p for j in targets], device=device)
-        wanted = torch.tensor([ids[j] for j in targets], device=device)
+    layers = getattr(out, name).layers
+    if not all(type(layer) is DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers})
+        cache.unsupported = f"{model.name}: cache layers {', '.join(kinds)}"
+        return None
+    kv = tuple((_owned(layer.keys), _owned(layer.values)) for layer in layers)
+    cache.put(key, kv)
+    return kv
+
+
+def _suffixes(
+    model: TransformersModel, pasts: list[KV], batch_ids: list[list[int]], targets: list[list[int]]
+) -> list[torch.Tensor]:
+    """One forward of every row's suffix ``ids[p:last]`` on its past (left-padded to the
+    longest past, suffixes right-padded, padding masked; each row at its own positions)."""
+    from transformers.cache_utils import DynamicCache
+
+    from rag_position.models.transformers_backend import cache_name
+
+    lengths = [_length(kv) for kv in pasts]
+    suffixes = [ids[p : t[-1]] for ids, p, t in zip(batch_ids, lengths, targets, strict=True)]
+    rows, width, q = len(pasts), max(lengths), max(len(s) for s in suffixes)
+    input_ids = torch.full((rows, q), model.tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((rows, width + q), dtype=torch.long)
+    positions = torch.zeros((rows, q), dtype=torch.long)
+    for r, (p, suffix) in enumerate(zip(lengths, suffixes, strict=True)):
+        input_ids[r, : len(suffix)] = torch.tensor(suffix)
+        mask[r, width - p : width + len(suffix)] = 1
+        positions[r] = torch.arange(p, p + q)
+    merged: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if width:
+        template = next(kv for kv in pasts if kv)
+        for j, (keys, values) in enumerate(template):
+            shape = (rows, keys.shape[1], width, keys.shape[3])
+            merged.append((keys.new_zeros(shape), values.new_zeros(shape)))
+            for r, kv in enumerate(pasts):
+                if kv:
+                    merged[j][0][r, :, width - lengths[r] :] = kv[j][0][0]
+                    merged[j][1][r, :, width - lengths[r] :] = kv[j][1][0]
+    device = model.device
+    with model._meter.timed(rows, sum(len(s) for s in suffixes)):
+        hidden = model._decoder(
+            input_ids=input_ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=positions.to(device),
+            use_cache=True,
+            **{cache_name(): DynamicCache(ddp_cache_data=merged) if merged else DynamicCache()},
+        ).last_hidden_state
+        del merged
+        at_rows = torch.tensor([r for r, t in enumerate(targets) for _ in t], device=device)
+        at_cols = torch.tensor(
+            [j - 1 - lengths[r] for r, t in enumerate(targets) for j in t], device=device
+        )
+        wanted = torch.tensor([batch_ids[r][j] for r, t in enumerate(targets) for j in t])
+        wanted = wanted.to(device)
         chunk = 1024  # bounds the (positions x vocabulary) logits held at once
         parts = [
-            model._project(states[at[s : s + chunk]], wanted[s : s + chunk])
-            for s in range(0, len(targets), chunk)
+            model._project(
+                hidden[at_rows[s : s + chunk], at_cols[s : s + chunk]], wanted[s : s + chunk]
+            )
+            for s in range(0, len(wanted), chunk)
         ]
-    return torch.cat(parts)
+    return list(torch.split(torch.cat(parts), [len(t) for t in targets]))
 
 
 def _owned(t: torch.Tensor) -> torch.Tensor:
@@ -219,4 +310,10 @@ def _owned(t: torch.Tensor) -> torch.Tensor:
     return t.clone() if t.untyped_storage().nbytes() > t.nbytes else t
 
 
-__all__ = ["PrefixCache", "PrefixCacheStats", "cached_target_logprobs", "kv_nbytes"]
+__all__ = [
+    "SUFFIX_BATCH_TOKENS",
+    "PrefixCache",
+    "PrefixCacheStats",
+    "cached_target_logprobs",
+    "kv_nbytes",
+]

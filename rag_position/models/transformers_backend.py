@@ -240,16 +240,14 @@ class TransformersModel:
             encoded.append(enc)
             targets.append(idx)
 
-        cache = self.prefix_cache
-        if cache is not None and cache.unsupported is None:  # one prompt at a time
-            scores = []
-            for enc, idx in zip(encoded, targets, strict=True):
-                lp = cached_target_logprobs(self, cache, enc.ids, idx)
-                if lp is None:  # not plain full attention: scored as without the cache
-                    (lp,) = self._target_logprobs([enc.ids], [idx])
-                total = float(lp.sum())
-                scores.append(SpanScore(total / len(lp), total, len(lp)))
-            return scores
+        if self.prefix_cache is not None:  # None: the model is not plain full attention
+            cached = cached_target_logprobs(
+                self, self.prefix_cache, [e.ids for e in encoded], targets
+            )
+            if cached is not None:
+                return [
+                    SpanScore(float(lp.sum()) / len(lp), float(lp.sum()), len(lp)) for lp in cached
+                ]
         results: list[SpanScore | None] = [None] * len(prompts)
         for batch in self._batches([len(e.ids) for e in encoded], self.score_batch_size):
             logprobs = self._target_logprobs(
