@@ -1,4 +1,10 @@
-"""Test-session exit for every test folder (tests/, integrations/*/tests, cookbooks).
+"""Test tiers and the test-session exit for every test folder (tests/,
+integrations/*/tests, cookbooks).
+
+Tiers: a plain ``pytest`` runs the unit tier (scripted models, no server; minutes);
+``pytest --all`` runs everything CI runs, the tests marked ``slow`` (the embedded
+models, the embedder, real vLLM servers, the notebooks) and ``lint`` (ruff, mypy, the
+strict docs build) too. ``-m EXPR`` chooses by marker instead.
 
 Once pytest has printed its summary and run every other unconfigure hook, the
 process leaves with ``os._exit`` and pytest's own exit status, skipping the
@@ -36,6 +42,34 @@ from pathlib import Path
 import pytest
 
 _session: pytest.Session | None = None
+
+TIERS = ("slow", "lint")
+"""Markers outside the unit tier: ``slow`` (a real model, embedder, vLLM server or
+notebook) and ``lint`` (ruff, mypy, the strict docs build)."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        help="run every tier (what CI runs): the unit tier and the tests marked "
+        + " or ".join(TIERS),
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A plain ``pytest`` runs the unit tier: the tests marked with a tier in ``TIERS``
+    are deselected unless ``--all`` or a ``-m`` expression asks for them."""
+    if config.getoption("--all") or config.option.markexpr:
+        return
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        tiered = any(item.get_closest_marker(tier) for tier in TIERS)
+        (deselected if tiered else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

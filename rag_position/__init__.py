@@ -25,6 +25,7 @@ which :func:`load_model` and :func:`load_embedder` import when first called.
 
 from __future__ import annotations
 
+from rag_position._version import __version__
 from rag_position.cost import Cost
 from rag_position.errors import (
     BackendError,
@@ -48,8 +49,6 @@ from rag_position.strategies import (
     get_strategy,
 )
 from rag_position.tuned import TunedChoice, load_tuned, read_tuned
-
-__version__ = "0.1.0"
 
 __all__ = [
     "STRATEGIES",

@@ -90,7 +90,7 @@ _KEYS = (
 
 
 def _package_version() -> str:
-    from rag_position import __version__
+    from rag_position._version import __version__
 
     return __version__
 
@@ -316,7 +316,7 @@ class TunedReorderer:
         model: Any = None,
         trust_spec: bool = False,
     ) -> None:
-        from rag_position._integration.models import LazyModel
+        from rag_position.models.lazy import LazyModel
 
         if model is not None and (scorer is not None or generator is not None):
             raise ValueError("pass `model=` (for every role) or `scorer=`/`generator=`, not both")
@@ -376,7 +376,7 @@ class TunedReorderer:
         self, question: str, passages: Sequence[Any]
     ) -> OrderingResult[Any] | AnswerResult:
         """The row on ``passages`` (the file's model is loaded here first, if it is used)."""
-        from rag_position._integration.models import LazyModel
+        from rag_position.models.lazy import LazyModel
 
         models = {
             role: value.get() if isinstance(value, LazyModel) else value

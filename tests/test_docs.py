@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.lint  # pytest --all, as CI runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = {  # docs/reference/<page>.md: the module it documents
     "rag_position": "rag_position",

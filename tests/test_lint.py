@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.lint  # pytest --all, as CI runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

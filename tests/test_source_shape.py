@@ -104,3 +104,42 @@ def test_no_test_file_is_over_1100_lines() -> None:
     """1,100 for now; 600, the source limit, is the issue's eventual target (TEST_LIMIT)."""
     over = _over(_tests(), TEST_LIMIT)
     assert not over, f"test files over {TEST_LIMIT} lines (split each by topic): " + "; ".join(over)
+
+
+UPPER = ("rag_position._integration", "rag_position.eval", "rag_position.testing")
+"""Layers the core's modules never import: the frameworks' shared support, the eval,
+the test kits (nor the top-level package, which imports the core)."""
+
+
+def _core_modules() -> list[Path]:
+    package = ROOT / "rag_position"
+    upper = {"_integration", "eval", "testing"}
+    return [
+        p
+        for p in _python_files(package)
+        if not (set(p.relative_to(package).parts[:-1]) & upper)
+        and p.relative_to(package).as_posix() not in ("__init__.py", "cli.py", "__main__.py")
+    ]
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    """The core (strategies, models, data, tuned files, cost, passages) imports nothing
+    above it, even inside a function: ``LazyModel`` lives in ``models/``, the version in
+    ``_version.py``."""
+    import ast
+
+    found = []
+    for path in _core_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if name == "rag_position" or name.startswith(UPPER):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not found, "\n".join(found)
+    assert len(_core_modules()) > 40  # the walk found the core

@@ -23,7 +23,6 @@ from rag_position._integration.models import (
     SCORER_FORMS,
     AdaptedGenerator,
     GenerationOptions,
-    LazyModel,
     model_label,
     need_scorer,
     openai_scorer,
@@ -69,6 +68,7 @@ from rag_position._integration.tuned import (
     tuned_component,
 )
 from rag_position.models import check_spec
+from rag_position.models.lazy import LazyModel
 from rag_position.models.protocols import cut_at_stop
 
 __all__ = [

@@ -1,6 +1,7 @@
 """Models as the integrations receive them: a spec string, our model, or a framework's.
 
-:class:`LazyModel` (a model given now or loaded on first use, once, thread-safe);
+:class:`~rag_position.models.lazy.LazyModel` (a model given now or loaded on first use,
+once, thread-safe; re-exported);
 :func:`resolve_scorer`, :func:`resolve_generator`, :func:`resolve_embedder`: what a
 ``scorer=`` / ``llm=`` / embeddings argument may be (a spec string, one of our model
 objects, or a framework object the integration maps through its ``adapters`` table);
@@ -12,10 +13,9 @@ Nothing here imports LangChain or LlamaIndex.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,9 +23,8 @@ import numpy.typing as npt
 from rag_position import models
 from rag_position.errors import ModelSpecError
 from rag_position.models import ACCEPTED_SPECS, Embedder, Generator, Scorer, check_spec, openai_spec
+from rag_position.models.lazy import LazyModel
 from rag_position.models.protocols import check_generation, cut_at_stop
-
-T = TypeVar("T")
 
 SCORER_FORMS = (
     "a load_model spec string (" + ACCEPTED_SPECS + "), an object with "
@@ -43,70 +42,6 @@ EMBEDDER_FORMS = (
     "framework embeddings, an embedder spec string ('embedded' or a sentence-transformers "
     "name), or an object with embed(texts) returning unit rows (a rag_position Embedder)"
 )
-
-
-# ---------------------------------------------------------------------- the lazy holder
-class LazyModel(Generic[T]):
-    """A model given now, or loaded on first use by ``loader`` (once, thread-safe).
-
-    ``check`` (optional) sees the loaded model and returns it (or raises).
-
-    Example:
-        >>> lazy = LazyModel(loader=lambda: load_model("embedded"), label="'embedded'")
-        >>> lazy.loaded
-        False
-        >>> lazy.get() is lazy.get()       # loaded once, on the first call
-        True
-    """
-
-    def __init__(
-        self,
-        value: T | None = None,
-        *,
-        loader: Callable[[], T] | None = None,
-        label: str = "",
-        check: Callable[[Any], T] | None = None,
-    ) -> None:
-        if value is not None and loader is not None:
-            raise ValueError("give a LazyModel a value or a loader, not both")
-        self._value = value
-        self._loader = loader
-        self._check = check
-        self._lock = threading.Lock()
-        self.label = label
-
-    @property
-    def loaded(self) -> bool:
-        """Whether the model is in memory (a given object always is)."""
-        return self._loader is None
-
-    def add_check(self, check: Callable[[Any], Any]) -> None:
-        """Run ``check(model)`` once the model is in memory: now for a given or loaded model,
-        else right after loading (after any ``check`` given at construction). What ``check``
-        returns is ignored; it may warn or raise."""
-        with self._lock:
-            if self._loader is not None:
-                first = self._check
-
-                def both(value: Any) -> T:
-                    found: T = first(value) if first is not None else value
-                    check(found)
-                    return found
-
-                self._check = both
-                return
-        check(self._value)
-
-    def get(self) -> T:
-        """The model, loading it first if needed."""
-        if self._loader is not None:
-            with self._lock:
-                if self._loader is not None:
-                    value = self._loader()
-                    if self._check is not None:
-                        value = self._check(value)
-                    self._value, self._loader = value, None
-        return self._value  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------------- describing, specs

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rag_position._integration.models import LazyModel
 from rag_position._integration.options import PROFILE_DEFAULTS, _check_convex_relevance
 from rag_position.models import Scorer
+from rag_position.models.lazy import LazyModel
 from rag_position.strategies import (
     STRATEGIES,
     PositionProfile,
