@@ -287,6 +287,8 @@ class VLLMServer:
         extra_args: more vLLM arguments, passed through as given. On a machine without
             an NVIDIA GPU, ``--max-num-batched-tokens`` is set for a model with a large
             vocabulary (:func:`cpu_batch_tokens`) unless given here.
+            ``--enable-prefix-caching`` is passed unless ``--no-enable-prefix-caching``
+            is given here (forced scoring reads the prefix cache; echo scoring cannot).
         vllm_python: the interpreter that has vLLM (see :func:`find_vllm_python`).
         startup_timeout: seconds to wait for the server to answer ``/health``.
         log: a file to write the server's output to; None keeps its last lines in
@@ -400,6 +402,10 @@ class VLLMServer:
         if self.force_tokens:
             command += ["--logits-processors", FORCE_PROCESSOR]
         given = {arg.split("=", 1)[0].replace("_", "-") for arg in self.extra_args}
+        if not given & {"--enable-prefix-caching", "--no-enable-prefix-caching"}:
+            # forced scoring reads it (a prefix seen before costs only the span); vLLM's
+            # default, stated so a changed default cannot turn it off (docs/models.md)
+            command.append("--enable-prefix-caching")
         if not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
             step = None if _has_nvidia_gpu() else cpu_batch_tokens(vocab_size(folder))
             if step is not None:  # the echo scoring's logits must fit a CPU's memory

@@ -192,17 +192,45 @@ def test_off_touches_no_cache(
 
 @slow
 def test_a_model_without_plain_attention_layers_is_scored_uncached(
-    embedded_fp32: Any, dev: Any, monkeypatch: pytest.MonkeyPatch
+    embedded_fp32: Any, dev: Any
 ) -> None:
-    import transformers.cache_utils
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    from rag_position.models.transformers_backend import cache_name
 
     model = _cached(embedded_fp32)
-    monkeypatch.setattr(transformers.cache_utils, "DynamicLayer", type("Other", (), {}))
+    decoder = model._decoder
+
+    def hybrid(**kwargs: Any) -> Any:  # a cache that does not come out as plain layers
+        out = decoder(**kwargs)
+        cache = getattr(out, cache_name(), None)
+        if cache is not None:
+            cache.layers[0] = DynamicSlidingWindowLayer(sliding_window=4)
+        return out
+
+    model._decoder = hybrid
     prompts, spans = _one_passage(dev[1].question, dev[1].passages[:2])
     got = model.score_spans(prompts, spans)
-    monkeypatch.undo()
     assert model.prefix_cache.unsupported and len(model.prefix_cache) == 0
     assert got == embedded_fp32.score_spans(prompts, spans)
+    model.score_spans(prompts, spans)  # from now on not even looked up
+    assert model.prefix_cache.stats().misses == 1
+
+
+@slow
+def test_sliding_window_layers_past_the_window(dev: Any) -> None:
+    """Gemma 3 (sliding windows of 512 tokens) keeps plain layers, the window applied by
+    the mask: a ten-passage prompt of about 900 tokens scores as uncached."""
+    from rag_position.models import load_model
+
+    gemma = load_model("embedded:gemma3-270m", dtype="float32")
+    model = _cached(gemma)
+    question = dev[0].question
+    prompts = [render_qa(question, dev[0].passages), render_qa(question, dev[0].passages[:1])]
+    spans = [question_span(p, question) for p in prompts]
+    assert len(gemma.encode(prompts[0]).ids) > 800
+    _close(model.score_spans(prompts, spans), gemma.score_spans(prompts, spans), 1e-5)
+    assert model.prefix_cache.unsupported is None and len(model.prefix_cache) == 2
 
 
 @slow

@@ -64,9 +64,13 @@ def test_the_command_passes_the_options_through() -> None:
         "--tensor-parallel-size 2",
         "--max-model-len 2048",
         f"--logits-processors {FORCE_PROCESSOR}",
+        "--enable-prefix-caching",
     ):
         assert part in joined
     assert command[-1] == "--enforce-eager"
+    off = VLLMServer("embedded", port=8123, vllm_python=sys.executable,
+                     extra_args=["--no-enable-prefix-caching"]).command()  # fmt: skip
+    assert "--enable-prefix-caching" not in off and off[-1] == "--no-enable-prefix-caching"
     assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
     env = server.environment()
     assert env["PYTHONPATH"] == str(PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"

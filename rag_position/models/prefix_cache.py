@@ -33,9 +33,11 @@ given up), then the suffixes of a call's prompts go through the model together, 
 ``max_batch_size`` rows and :data:`SUFFIX_BATCH_TOKENS` slots a forward, each on its own
 past (left-padded, masked). A query's ten hits are thus one forward of about ten
 questions' tokens: on CPU a forward of a few tokens costs about one read of the
-weights, so one forward per hit would cost several times more. Models whose key/value
-cache is not plain full attention (sliding windows, hybrid layers, e.g. Gemma 3) are
-scored uncached, and :attr:`PrefixCache.unsupported` says why.
+weights, so one forward per hit would cost several times more. Sliding-window layers
+(Gemma 3) keep plain full layers here, as in the greedy batch, the window applied by
+the mask (tested past Gemma 3's 512-token window); a model whose cache does not come
+out as plain layers (hybrid layers) is scored uncached, and
+:attr:`PrefixCache.unsupported` says why.
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ def _prefix(model: TransformersModel, cache: PrefixCache, prefix: list[int]) -> 
         out = model._decoder(
             input_ids=torch.tensor([prefix], device=model.device),
             use_cache=True,
-            **{name: DynamicCache(config=model.model.config)},
+            **{name: DynamicCache()},  # plain layers, as the greedy batch's (module doc)
         )
     layers = getattr(out, name).layers
     if not all(type(layer) is DynamicLayer for layer in layers):
