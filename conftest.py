@@ -57,9 +57,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+REAL_MODEL_FIXTURES = frozenset(
+    {
+        "embedded_fp32", "embedded_bf16", "embedded_raw", "embedder",  # tests/conftest.py
+        "lc_model", "lc_embedder", "li_model", "li_embed_model",  # the integrations'
+        "vllm_server", "vllm_gemma_server",  # below
+    }
+)  # fmt: skip
+"""Fixtures that load a real model, embedder or server: a test using one, directly or
+through another fixture, is marked ``slow`` here, whether or not its module says so."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A plain ``pytest`` runs the unit tier: the tests marked with a tier in ``TIERS``
-    are deselected unless ``--all`` or a ``-m`` expression asks for them."""
+    """A test that uses a fixture of ``REAL_MODEL_FIXTURES`` is marked ``slow``. A plain
+    ``pytest`` runs the unit tier: the tests marked with a tier in ``TIERS`` are
+    deselected unless ``--all`` or a ``-m`` expression asks for them."""
+    for item in items:
+        if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     if config.getoption("--all") or config.option.markexpr:
         return
     kept: list[pytest.Item] = []

@@ -299,9 +299,13 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
         out=str(tmp_path / "run"),
     )  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # SIGINT's default restored in the child: pytest started in the background (`cmd &`
+    # from a script) has SIGINT ignored, which a child inherits, and Python then installs
+    # no KeyboardInterrupt handler, so the Ctrl-C test would wait forever.
     run = subprocess.Popen(
         [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
     workers: set[int] = set()

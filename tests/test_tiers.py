@@ -18,8 +18,8 @@ CASES = "tests/tiers/cases.py"
     ("extra", "ran"),
     [
         ([], ["test_unit"]),
-        (["--all"], ["test_unit", "test_slow", "test_lint"]),
-        (["-m", "slow"], ["test_slow"]),
+        (["--all"], ["test_unit", "test_slow", "test_lint", "test_uses_a_model_fixture"]),
+        (["-m", "slow"], ["test_slow", "test_uses_a_model_fixture"]),
         (["-m", "lint or not slow"], ["test_unit", "test_lint"]),
     ],
     ids=["plain", "all", "m-slow", "m-expression"],

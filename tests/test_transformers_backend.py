@@ -237,6 +237,7 @@ def test_split_prefill_falls_back_for_a_cache_it_cannot_merge(
     assert got[0] == expected[0]
 
 
+@pytest.mark.slow  # loads the embedded model itself
 def test_gguf_is_converted_once_into_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,3 +15,12 @@ def test_slow() -> None:
 @pytest.mark.lint
 def test_lint() -> None:
     pass
+
+
+@pytest.fixture
+def embedder() -> None:
+    """Named as a real-model fixture of the root conftest.py (REAL_MODEL_FIXTURES)."""
+
+
+def test_uses_a_model_fixture(embedder: None) -> None:
+    pass
