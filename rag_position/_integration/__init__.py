@@ -64,6 +64,7 @@ from rag_position._integration.reorder import (
 from rag_position._integration.tuned import (
     GIVEN_ORDER,
     TunedComponent,
+    build_tuned,
     check_tuned_strategy,
     tuned_component,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "Reordering",
     "ScorerOptions",
     "TunedComponent",
+    "build_tuned",
     "check_edge_options",
     "check_option_names",
     "check_profile_options",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_position.models.lazy import LazyModel
 from rag_position.strategies import STRATEGIES, StrategySpec, sandwich
 from rag_position.tuned import (
     TunedChoice,
@@ -139,6 +140,28 @@ def tuned_component(
             made["scorer"] = scorer
             watch = not (isinstance(scorer, str) and scorer == choice.spec)
     return TunedComponent(choice, component, made, watch)
+
+
+def build_tuned(
+    components: Mapping[str, Any],
+    tuned: TunedLike,
+    scorer: Any = None,
+    *,
+    trust_spec: bool = False,
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """Both frameworks' ``from_tuned``: the component the tuned file's row names
+    (``StrategySpec.component``, or ``GivenOrder`` for the retriever), looked up in
+    ``components`` (the framework module's namespace, where every row's component is
+    defined), built with the file's options and the caller's (:func:`tuned_component`).
+    A scorer other than the file's is checked against the file's model name once loaded.
+    """
+    plan = tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
+    made = components[plan.component](**plan.options)
+    holder = getattr(made, "scorer_holder", None)
+    if plan.watch and isinstance(holder, LazyModel):
+        holder.add_check(plan.check_model)
+    return made
 
 
 def _same(a: Any, b: Any) -> bool:

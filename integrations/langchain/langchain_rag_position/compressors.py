@@ -100,6 +100,11 @@ class _Scored(_Reorder, ScorerOptions):
         return True
 
     @property
+    def scorer_holder(self) -> LazyModel[Any] | None:
+        """The scorer as held, loaded or not (``None`` without one): checks attach here."""
+        return self._scorer
+
+    @property
     def core_scorer(self) -> Any:
         """The scorer (a spec string is loaded on first access and kept)."""
         if self._scorer is None:
@@ -255,20 +260,6 @@ class GivenOrder(TableReorder):
     strategy_name: ClassVar[str] = "retriever"
 
 
-_BY_NAME: dict[str, type[_Reorder]] = {
-    cls.__name__: cls
-    for cls in (
-        LikelihoodReorder,
-        ConvexScoreReorder,
-        PassageLikelihoodReorder,
-        SelectAndPlace,
-        ProfileReorder,
-        EdgeReorder,
-        GivenOrder,
-    )
-}
-
-
 def from_tuned(
     tuned: TunedLike, scorer: Any = None, *, trust_spec: bool = False, **options: Any
 ) -> BaseDocumentCompressor:
@@ -292,10 +283,9 @@ def from_tuned(
         >>> reorder = from_tuned("tuned.json")
         >>> docs = reorder.compress_documents(retrieved, "Who wrote Hamlet?")
     """
-    plan = core.tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
-    made = _BY_NAME[plan.component](**plan.options)
-    if plan.watch and isinstance(made, _Scored) and made._scorer is not None:
-        made._scorer.add_check(plan.check_model)
+    made: BaseDocumentCompressor = core.build_tuned(
+        globals(), tuned, scorer, trust_spec=trust_spec, options=options
+    )
     return made
 
 

@@ -106,6 +106,11 @@ class _ScoringReorder(_RagPositionReorder, ScorerOptions):
         return _serialize_model(scorer)
 
     @property
+    def scorer_holder(self) -> LazyModel[Scorer] | None:
+        """The scorer as held, loaded or not (``None`` without one): checks attach here."""
+        return self._scorer
+
+    @property
     def core_scorer(self) -> Scorer | None:
         """The scorer in use (a spec string is loaded now if it was not yet)."""
         return None if self._scorer is None else self._scorer.get()
@@ -333,20 +338,6 @@ class GivenOrder(TableReorder):
     strategy_name: ClassVar[str] = "retriever"
 
 
-_BY_NAME: dict[str, type[_RagPositionReorder]] = {
-    cls.__name__: cls
-    for cls in (
-        LikelihoodReorder,
-        ConvexScoreReorder,
-        PassageLikelihoodReorder,
-        SelectAndPlace,
-        ProfileReorder,
-        EdgeReorder,
-        GivenOrder,
-    )
-}
-
-
 def from_tuned(
     tuned: TunedLike, scorer: Any = None, *, trust_spec: bool = False, **options: Any
 ) -> BaseNodePostprocessor:
@@ -370,8 +361,7 @@ def from_tuned(
         >>> reorder = from_tuned("tuned.json")
         >>> engine = index.as_query_engine(node_postprocessors=[reorder])
     """
-    plan = core.tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
-    made = _BY_NAME[plan.component](**plan.options)
-    if plan.watch and isinstance(made, _ScoringReorder) and made._scorer is not None:
-        made._scorer.add_check(plan.check_model)
+    made: BaseNodePostprocessor = core.build_tuned(
+        globals(), tuned, scorer, trust_spec=trust_spec, options=options
+    )
     return made
