@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rag_position.eval.common import EvalConfigError
+from rag_position.models.loading import is_remote
 
 Records = list[dict[str, Any]]
 
@@ -103,7 +104,7 @@ def check_workers(workers: int, model: Any) -> int:
         raise EvalConfigError(f"--workers must be an integer >= 1, got {workers!r}")
     if workers == 1:
         return 1
-    if hasattr(model, "concurrency"):
+    if is_remote(model):
         raise EvalConfigError(
             "--workers is for a local model; a server's model takes --concurrency "
             "(requests in flight)"
@@ -132,7 +133,7 @@ def auto_workers(model: Any) -> int:
         1
     """
     device = getattr(model, "device", None)
-    if getattr(device, "type", device) != "cpu" or hasattr(model, "concurrency"):
+    if getattr(device, "type", device) != "cpu" or is_remote(model):
         return 1
     if not can_fork() or "torch" not in sys.modules:
         return 1

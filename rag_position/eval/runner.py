@@ -48,6 +48,7 @@ from rag_position.eval.common import (
 )
 from rag_position.eval.pair import ReaderScorer, scorer_metered
 from rag_position.eval.store import PredictionStore
+from rag_position.models.loading import is_remote
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,8 @@ def run_jobs(
         raise EvalConfigError(
             f"--batch-size and --concurrency must be >= 1, got {batch_size}, {concurrency}"
         )
-    if concurrency > 1 and hasattr(model, "device") and not hasattr(model, "concurrency"):
+    remote = is_remote(model)  # the one question that chooses how the run executes
+    if concurrency > 1 and hasattr(model, "device") and not remote:
         raise EvalConfigError(
             "--concurrency is for remote backends; a local model runs one request at a time "
             "(use --batch-size to batch its prompts)"
@@ -139,7 +141,7 @@ def run_jobs(
     shard = check_shard(shard)
     share = _share(jobs, shard)
     pending = [i for i, job in enumerate(jobs) if job.key not in store and share(job)]
-    chunk_size = max(batch_size, concurrency) if hasattr(model, "concurrency") else batch_size
+    chunk_size = max(batch_size, concurrency) if remote else batch_size
     chunks = _chunks(pending, chunk_size)
     mine = sum(1 for job in jobs if share(job))  # all jobs unless sharded
     if shard is not None and jobs and mine == 0:
@@ -158,22 +160,12 @@ def run_jobs(
     work = _Chunk(model, label or model_label(model), decoding, store, split_scorer)
     done = 0
     try:
+        execute = _executor(work, workers=workers, concurrency=concurrency, remote=remote)
         with bar, _backend_concurrency(model, concurrency):
-            if workers > 1 and len(chunks) > 1:
-                for records in run_forked(work, [[jobs[i] for i in c] for c in chunks], workers):
-                    store.append(records)
-                    done += len(records)
-                    bar.update(len(records))
-            elif concurrency == 1 or hasattr(model, "concurrency"):
-                for chunk in chunks:
-                    store.append(work([jobs[i] for i in chunk]))
-                    done += len(chunk)
-                    bar.update(len(chunk))
-            else:
-                for records in _threaded(work, [[jobs[i] for i in c] for c in chunks], concurrency):
-                    store.append(records)
-                    done += len(records)
-                    bar.update(len(records))
+            for records in execute([[jobs[i] for i in c] for c in chunks]):
+                store.append(records)
+                done += len(records)
+                bar.update(len(records))
     except Exception as exc:
         raise EvalRunError(
             f"{desc}: the run stopped on an error after {done} new predictions "
@@ -392,10 +384,30 @@ def _threaded(
             raise error
 
 
+def _executor(
+    work: _Chunk, *, workers: int, concurrency: int, remote: bool
+) -> Callable[[list[list[Job]]], Iterator[list[dict[str, Any]]]]:
+    """How the chunks run, chosen once: in ``workers`` forked processes (a local model on
+    a CPU); one after another (a server's model, whose requests in flight are its own
+    ``concurrency``, or ``concurrency`` 1); else ``concurrency`` chunks on threads."""
+
+    def serial(chunks: list[list[Job]]) -> Iterator[list[dict[str, Any]]]:
+        return (work(chunk) for chunk in chunks)
+
+    def execute(chunks: list[list[Job]]) -> Iterator[list[dict[str, Any]]]:
+        if workers > 1 and len(chunks) > 1:
+            return run_forked(work, chunks, workers)
+        if concurrency == 1 or remote:
+            return serial(chunks)
+        return _threaded(work, chunks, concurrency)
+
+    return execute
+
+
 @contextmanager
 def _backend_concurrency(model: Any, concurrency: int) -> Iterator[None]:
     """Give a backend with its own ``concurrency`` the run's value, restored afterwards."""
-    if not hasattr(model, "concurrency"):
+    if not is_remote(model):
         yield
         return
     before = model.concurrency

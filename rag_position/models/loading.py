@@ -345,6 +345,21 @@ def load_model(spec: str = "embedded", **kwargs: Any) -> Any:
     return backend.load(spec, target, **kwargs)
 
 
+def is_remote(model: Any) -> bool:
+    """Whether ``model`` answers from a server (a backend row with ``local=False``: its
+    model takes ``concurrency`` requests in flight) rather than computing here. The eval
+    asks this, and only this, to choose how a run executes (forked workers for a local
+    model on a CPU, requests in flight for a server).
+
+    Example:
+        >>> class Served:
+        ...     concurrency = 8
+        >>> is_remote(Served()), is_remote(object())
+        (True, False)
+    """
+    return isinstance(getattr(model, "concurrency", None), int)
+
+
 def spec_of(model: Any) -> str:
     """The spec that loads ``model`` again (for a tuned file): an embedded model's row by
     its name, a server's ``openai:`` spec from its URL, else ``hf:`` and its name.
