@@ -20,9 +20,8 @@ CASES = "tests/tiers/cases.py"
         ([], ["test_unit"]),
         (["--all"], ["test_unit", "test_slow", "test_lint", "test_uses_a_model_fixture"]),
         (["-m", "slow"], ["test_slow", "test_uses_a_model_fixture"]),
-        (["-m", "lint or not slow"], ["test_unit", "test_lint"]),
     ],
-    ids=["plain", "all", "m-slow", "m-expression"],
+    ids=["plain", "all", "m-slow"],
 )
 def test_a_plain_run_is_the_unit_tier(extra: list[str], ran: list[str]) -> None:
     run = subprocess.run(
