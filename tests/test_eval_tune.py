@@ -160,6 +160,35 @@ def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path
     assert len(model.prompts) == before
 
 
+def test_the_tuned_file_is_written_while_the_run_holds_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process could take the folder between the report and the tuned file."""
+    import subprocess
+    import sys
+
+    from rag_position.tuned import TunedChoice
+
+    out = tmp_path / "run"
+    probe = (
+        "import sys; from rag_position.eval.folder_lock import check_folder_free\n"
+        "try:\n    check_folder_free(sys.argv[1])\nexcept Exception:\n    sys.exit(3)\n"
+    )
+    held: list[int] = []
+    write = TunedChoice.write
+
+    def probing(self: TunedChoice, path: Path) -> Path:
+        held.append(subprocess.run([sys.executable, "-c", probe, str(out)]).returncode)
+        return write(self, path)
+
+    monkeypatch.setattr(TunedChoice, "write", probing)
+    run_tune(
+        ScriptedScorer(), questions=2, strategies=["edge"], out=out, spec="embedded",
+        progress=False,
+    )  # fmt: skip
+    assert held == [3], "another process could take the folder while the tuned file was written"
+
+
 def test_the_tuned_reorderer_runs_the_chosen_row(tmp_path: Path) -> None:
     model = ScriptedScorer()
     run_tune(

@@ -245,11 +245,7 @@ def run_tune(run: TaskRun) -> EvalResult:
     folder = ctx.store.path.parent
     tuned_path = Path(run["tuned"]) if run["tuned"] is not None else folder / "tuned.json"
     section = _choice_section(chosen, evidence, notes, tuned_path)
-    result = run.finish(
-        [*sections, compared, section],
-        title=f"Tuned for {ctx.label}",
-        settings={"questions": f"{len(dataset.instances)} questions after the first {skip}"},
-    )
+    # The tuned file is written while the run still holds its folder (finish lets go).
     if run.values["shard"] is None:
         from rag_position.tuned import TunedChoice
 
@@ -274,6 +270,11 @@ def run_tune(run: TaskRun) -> EvalResult:
             command=run["command"] or TUNE.call(ctx.label, run.values),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         ).write(tuned_path)
+    result = run.finish(
+        [*sections, compared, section],
+        title=f"Tuned for {ctx.label}",
+        settings={"questions": f"{len(dataset.instances)} questions after the first {skip}"},
+    )
     return result
 
 
