@@ -27,6 +27,8 @@ def test_notebooks_are_found_and_stored_without_outputs() -> None:
         nb = nbformat.read(path, as_version=4)
         first_code = next(c for c in nb.cells if c.cell_type == "code")
         assert "COOKBOOK_MODEL" in first_code.source, f"{path.name}: how to switch models"
+        for name in ("COOKBOOK_QUESTIONS", "COOKBOOK_RESULTS"):  # small by default, 200 read
+            assert name in first_code.source or path.name[:3] not in ("01_", "05_"), path.name
         for cell in nb.cells:
             if cell.cell_type == "code":
                 assert not cell.outputs and cell.execution_count is None, path.name
@@ -39,6 +41,7 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("COOKBOOK_MAX_NEW_TOKENS", "16")
     monkeypatch.setenv("COOKBOOK_TOKENS", "400")
     monkeypatch.setenv("COOKBOOK_OUT", str(tmp_path / "runs"))
+    monkeypatch.setenv("COOKBOOK_RESULTS", str(HERE.parent / "results"))  # run from tmp_path
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("TQDM_DISABLE", "1")
