@@ -159,6 +159,7 @@ def check_strategy_options(names: Any) -> None:
     """  # noqa: E501
     from pydantic import ValidationError
 
+    from rag_position.eval.rows import PROFILE
     from rag_position.eval.strategies import split_variant
     from rag_position.strategies import STRATEGIES
 
@@ -172,7 +173,7 @@ def check_strategy_options(names: Any) -> None:
         if row is None or not options:
             continue
         fields = row.option_model.model_fields
-        known = {k: v for k, v in options.items() if k in fields and k != "profile"}
+        known = {k: v for k, v in options.items() if k in fields and k != PROFILE}
         try:
             row.option_model.model_validate(known)
         except ValidationError as exc:

@@ -37,6 +37,16 @@ from rag_position.eval.report import (
     versus_cell,
     with_columns,
 )
+from rag_position.eval.rows import (
+    COMPARE_VERSUS,
+    FRAMEWORK_ROWS,
+    GOLD_ALONE,
+    GOLD_RANDOM,
+    GOLD_SETTINGS,
+    GOLD_WORST,
+    PROFILE,
+    PROFILE_ROWS,
+)
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import paired, summarize
 from rag_position.eval.strategies import (
@@ -49,13 +59,8 @@ from rag_position.eval.strategies import (
     split_variant,
 )
 from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
-from rag_position.strategies import STRATEGIES
-
-PROFILE_ROWS = tuple(name for name, spec in STRATEGIES.items() if "profile" in spec.requires)
-"""The strategy rows placed by a position profile: ``--profile`` (or the sweep's) goes to each."""
 
 TASK = "compare"
-GOLD_SETTINGS = ("random", "worst")
 
 
 COMPARE = TaskSpec(
@@ -79,11 +84,11 @@ COMPARE = TaskSpec(
             "profile JSON for *_profile",
             "--profile",
             {"type": Path},
-            lambda path: {name: {"profile": path} for name in PROFILE_ROWS},
+            lambda path: {name: {PROFILE: path} for name in PROFILE_ROWS},
         ),
         Param(
             "versus",
-            "retriever",
+            COMPARE_VERSUS,
             "the row each strategy is paired with (wins, losses, sign test)",
             "--versus",
             omit_default=True,
@@ -114,7 +119,7 @@ def run_compare(run: TaskRun) -> EvalResult:
             row["strategy"], row["setting"], row["accuracy"], row["lm_calls"]
     """
     gold, worst = check_gold(run["gold"]), run["worst_position"]
-    if run["shard"] is not None and worst is None and "worst" in gold:
+    if run["shard"] is not None and worst is None and GOLD_WORST in gold:
         raise EvalConfigError(
             "--shard with the worst-position setting needs --worst-position (and --profile for "
             "convex_score_profile): a sweep run on one share would pick its own worst position "
@@ -122,7 +127,7 @@ def run_compare(run: TaskRun) -> EvalResult:
         )
     docs = run["docs"]
     ctx, dataset = run.multidoc(docs)
-    sweep, rows = worst_sweep(ctx, dataset, worst, needed="worst" in gold)
+    sweep, rows = worst_sweep(ctx, dataset, worst, needed=GOLD_WORST in gold)
     options = run["strategy_options"]
     compared = compare_section(
         ctx, dataset, strategies=run["strategies"], worst_position=worst, gold=gold,
@@ -141,7 +146,7 @@ def compare_section(
     sweep_rows: Sequence[Mapping[str, Any]] | None = None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     gold_of: Mapping[str, Sequence[str]] | None = None,
-    versus: str | None = "retriever",
+    versus: str | None = COMPARE_VERSUS,
     columns: Sequence[Column] = (),
 ) -> Section:
     """Run every strategy in the ``gold`` settings in ``ctx``; summarise as a report section.
@@ -175,20 +180,20 @@ def compare_section(
     k = dataset.docs
     notes: list[str] = []
     worst = -1
-    if "worst" in gold:
+    if GOLD_WORST in gold:
         worst = find_worst_position(worst_position, sweep_rows, k, notes)
     options = {name: dict(opts) for name, opts in (strategy_options or {}).items()}
     chosen = _choose(strategies, options, sweep_rows, k, ctx, notes)
     every = {
-        "random": f"docs={k} gold=random(seed={ctx.seed})",
-        "worst": f"docs={k} gold={worst}",
+        GOLD_RANDOM: f"docs={k} gold={GOLD_RANDOM}(seed={ctx.seed})",
+        GOLD_WORST: f"docs={k} gold={worst}",
     }
     settings = [(label, every[label]) for label in gold]
     model = ctx.scoring(SharedScoring)
     jobs: list[Job] = []
     for instance in dataset.instances:
         rpos = random.Random(derive_seed(ctx.seed, "gold-position", instance.id)).randrange(k)
-        position = {"random": rpos, "worst": worst}
+        position = {GOLD_RANDOM: rpos, GOLD_WORST: worst}
         for label, setting in settings:
             placed = place_gold(instance, position[label])
             for strategy in chosen:
@@ -204,8 +209,8 @@ def compare_section(
             r.update(versus=versus, wins=found[0], losses=found[1], sign_p=found[2])
     kept = _kept_notes(rows)
     names = {
-        "random": "gold at a random position",
-        "worst": f"gold at the worst position ({worst})",
+        GOLD_RANDOM: "gold at a random position",
+        GOLD_WORST: f"gold at the worst position ({worst})",
     }
     figure = "compare-accuracy.png"
     plot_bars(
@@ -260,8 +265,8 @@ def compare_section(
         "evenly within a generation batch); gold_first and gold_last know the gold "
         "passage and are upper bounds, not strategies"
     )
-    if any(s.name == "gold_alone" for s in chosen):
-        notes.append("gold_alone: the gold passage alone (the oracle), a bound too")
+    if any(s.name == GOLD_ALONE for s in chosen):
+        notes.append(f"{GOLD_ALONE}: the gold passage alone (the oracle), a bound too")
     return Section(
         title=f"Strategies compared, {k} passages",
         task=TASK,
@@ -277,7 +282,7 @@ def compare_section(
         settings={
             "strategies": [s.name for s in chosen],
             "gold": list(gold),
-            **({"worst position": worst} if "worst" in gold else {}),
+            **({"worst position": worst} if GOLD_WORST in gold else {}),
         },
     )
 
@@ -363,12 +368,10 @@ def _choose(
     for profile_name in PROFILE_ROWS:
         wanted = names is None or any(base == profile_name for base, _ in parsed)
         if profile_name not in options and measured is not None:
-            options[profile_name] = {"profile": measured}
+            options[profile_name] = {PROFILE: measured}
             if wanted:
                 notes.append(f"{profile_name} uses the accuracy profile of this run's sweep")
-    missing = [
-        n for n in ("langchain_reorder", "llamaindex_reorder") if n not in framework_strategies()
-    ]
+    missing = [n for n in FRAMEWORK_ROWS if n not in framework_strategies()]
     if missing:
         notes.append(
             f"{', '.join(missing)}: not run, the framework is not installed (langchain-community, "
@@ -405,7 +408,7 @@ def _choose(
     if attention_problem and any(split_variant(n)[0] in ATTENTION_ROWS for n in names):
         raise EvalConfigError(f"--strategies: {attention_problem}")
     for profile_name in PROFILE_ROWS:
-        unprofiled = any(base == profile_name and "profile" not in own for base, own in parsed)
+        unprofiled = any(base == profile_name and PROFILE not in own for base, own in parsed)
         if unprofiled and profile_name not in options:
             raise EvalConfigError(
                 f"--strategies: {profile_name} needs a position profile: pass --profile PATH, "

@@ -22,6 +22,7 @@ from rag_position.eval.common import EvalConfigError, Key, Prepared, check_fits,
 from rag_position.eval.multifact import recall
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
+from rag_position.eval.rows import DIRECT, RECITE
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
 from rag_position.eval.task import Param, TaskRun, TaskSpec, int_list, names
@@ -127,7 +128,7 @@ def length_section(
             prompt = fill_template(DIRECT_TEMPLATE, context=inst.context, question=inst.question)
             jobs.append(
                 Job(
-                    Key(TASK, ctx.label, "direct", inst.id, setting),
+                    Key(TASK, ctx.label, DIRECT, inst.id, setting),
                     inst.answers,
                     partial(Prepared, prompt=prompt),
                     fields,
@@ -135,7 +136,7 @@ def length_section(
             )
             jobs.append(
                 Job(
-                    Key(TASK, ctx.label, "recite", inst.id, setting),
+                    Key(TASK, ctx.label, RECITE, inst.id, setting),
                     inst.answers,
                     partial(_recite, ctx, inst, recite_tokens),
                     fields,

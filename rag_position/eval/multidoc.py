@@ -33,6 +33,7 @@ from rag_position.eval.report import (
     point,
     with_columns,
 )
+from rag_position.eval.rows import SANDWICH
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
 from rag_position.eval.task import (
@@ -58,7 +59,7 @@ MULTIDOC = TaskSpec(
         docs_param(),
         positions_param(),
         Param("ordered_randomly", False, "shuffled distractors", "--ordered-randomly", FLAG),
-        Param("sandwich", False, "query-aware prompt", "--sandwich", FLAG),
+        Param(SANDWICH, False, "query-aware prompt", "--sandwich", FLAG),
         Param("baselines", True, "skip closed-book, oracle", "--no-baselines", FLAG, negate),
         EMBEDDER,
     ),
@@ -82,11 +83,11 @@ def run_multidoc(run: TaskRun) -> EvalResult:
     """
     docs = run["docs"]
     sweep_positions(run["positions"], docs)
-    options = {k: run[k] for k in ("positions", "ordered_randomly", "sandwich", "baselines")}
-    prompt_variant(run["ordered_randomly"], run["sandwich"], run["seed"])  # refuses a combination
+    options = {k: run[k] for k in ("positions", "ordered_randomly", SANDWICH, "baselines")}
+    prompt_variant(run["ordered_randomly"], run[SANDWICH], run["seed"])  # refuses a combination
     ctx, dataset = run.multidoc(docs)
     section = multidoc_section(ctx, dataset, **options)
-    sweep = not (run["ordered_randomly"] or run["sandwich"])
+    sweep = not (run["ordered_randomly"] or run[SANDWICH])
     profile = eval_profile(section.rows, docs, ctx.label) if sweep else None
     if profile is not None and ctx.shard is not None:
         section.notes.append(
@@ -214,7 +215,7 @@ def multidoc_section(
         for r in shown
     ]
     variant = prompt_variant(
-        options.get("ordered_randomly", False), options.get("sandwich", False), ctx.seed
+        options.get("ordered_randomly", False), options.get(SANDWICH, False), ctx.seed
     )
     return Section(
         title=f"Multi-document QA: accuracy by gold position, {k} passages",

@@ -36,6 +36,13 @@ from rag_position.eval.common import (
 )
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, num, point, row_cells
+from rag_position.eval.rows import (
+    FACT,
+    MULTIFACT_KNOWN_ROWS,
+    MULTIFACT_ROWS,
+    SELECT_AND_PLACE,
+    SINGLE_PASS,
+)
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import summarize
 from rag_position.eval.task import SCORER, Param, TaskRun, TaskSpec, int_list, names
@@ -47,9 +54,9 @@ TASK = "multifact"
 DEFAULT_TOKENS = (2000, 4000)
 DEFAULT_CONFIGS = ((1, 10), (5, 10))
 """(keys, values): K1V10Q1 and K5V10Q1."""
-ROWS = ("single_pass", "fact")
+ROWS = MULTIFACT_ROWS
 """What multifact runs by default; ``select_and_place`` is asked for by name."""
-KNOWN_ROWS = (*ROWS, "select_and_place")
+KNOWN_ROWS = MULTIFACT_KNOWN_ROWS
 SELECT_SENTENCES = 4
 """Sentences a chunk, where ``select_and_place`` cuts the haystack into passages."""
 RETRIEVE_TOKENS = 160
@@ -188,29 +195,29 @@ def multifact_section(
         fields = {"config": f"K{keys}V{values}Q1", "tokens": size}
         for instance in instances:
             prompt = render_fact_needle(instance.context, instance.query)
-            if "single_pass" in strategies:
+            if SINGLE_PASS in strategies:
                 jobs.append(
                     Job(
-                        Key(TASK, ctx.label, "single_pass", instance.id, setting),
+                        Key(TASK, ctx.label, SINGLE_PASS, instance.id, setting),
                         instance.answers,
                         partial(Prepared, prompt=prompt),
                         {**fields, "iteration": 0},
                     )
                 )
-            if "select_and_place" in strategies:
+            if SELECT_AND_PLACE in strategies:
                 jobs.append(
                     Job(
-                        Key(TASK, ctx.label, "select_and_place", instance.id, setting),
+                        Key(TASK, ctx.label, SELECT_AND_PLACE, instance.id, setting),
                         instance.answers,
                         partial(_selected, ctx.scoring(), instance),
                         {**fields, "iteration": 0},
                     )
                 )
             run = _FactRun(ctx.model, instance, iterations, ctx.decoding.max_new_tokens)
-            for i in range(1, iterations + 1 if "fact" in strategies else 1):
+            for i in range(1, iterations + 1 if FACT in strategies else 1):
                 jobs.append(
                     Job(
-                        Key(TASK, ctx.label, f"fact@{i}", instance.id, setting),
+                        Key(TASK, ctx.label, f"{FACT}@{i}", instance.id, setting),
                         instance.answers,
                         partial(run.prepared, i),
                         {**fields, "iteration": i},

@@ -37,6 +37,7 @@ from rag_position.eval.datasets import LazyEmbedder, default_oracle_path
 from rag_position.eval.plots import Panel, plot_panels
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.retrieval import BM25Retriever, DenseRetriever, Retriever
+from rag_position.eval.rows import OPEN_DOMAIN_STRATEGIES, RETRIEVER
 from rag_position.eval.runner import Job, RunContext
 from rag_position.eval.stats import bootstrap_ci, summarize
 from rag_position.eval.strategies import EvalStrategy, PromptScores, seed_name, select_strategies
@@ -52,6 +53,9 @@ RETRIEVED_FILE = "nq-open-contriever-msmarco-retrieved-documents.jsonl.gz"
 Contriever (MS MARCO) passages from the 21M-passage Wikipedia dump."""
 FILE_RETRIEVER = "file"
 """The retriever name of rankings read from a retrieval-results file."""
+RETRIEVAL = "retriever"  # not a row
+"""The parameter, and the rows' field, naming how the passages were retrieved (dense,
+bm25): not the ``retriever`` row (:data:`~rag_position.eval.rows.RETRIEVER`)."""
 
 
 OPEN_DOMAIN = TaskSpec(
@@ -59,7 +63,7 @@ OPEN_DOMAIN = TaskSpec(
     "retriever recall@k vs reader accuracy@k",
     (
         int_list("ks", DEFAULT_KS, "--ks", "5,10,20,30,40,50", "passage counts"),
-        Param("retriever", "dense", "", "--retriever", {"choices": ("dense", "bm25")}),
+        Param(RETRIEVAL, "dense", "", "--retriever", {"choices": ("dense", "bm25")}),
         Param(
             "chunk_sentences",
             None,
@@ -133,7 +137,7 @@ def run_open_domain(run: TaskRun) -> EvalResult:
         # the paper's setting, from the release's retrieval results (all 2,655 questions):
         run_open_domain(model, data="nq-open-contriever-msmarco-retrieved-documents.jsonl.gz")
     """
-    ks, retriever, questions = run["ks"], run["retriever"], run["questions"]
+    ks, retriever, questions = run["ks"], run[RETRIEVAL], run["questions"]
     chunk = run["chunk_sentences"]
     if retriever not in ("dense", "bm25"):
         raise EvalConfigError(f"--retriever must be 'dense' or 'bm25', got {retriever!r}")
@@ -215,10 +219,10 @@ def open_domain_section(
     ``reader``; another's are ``reader+NAME``). Scoring strategies share their
     one-passage prompts across k (:class:`~rag_position.eval.strategies.PromptScores`).
     """
-    chosen = select_strategies(list(strategies or ["retriever"]))
+    chosen = select_strategies(list(strategies or OPEN_DOMAIN_STRATEGIES))
     model = ctx.scoring(PromptScores)
     setting = f"retriever={retriever}"
-    fields: dict[str, Any] = {"retriever": retriever}
+    fields: dict[str, Any] = {RETRIEVAL: retriever}
     label = f"{retriever} retrieval"
     if chunk_sentences:
         setting += f" chunk_sentences={chunk_sentences}"
@@ -245,7 +249,7 @@ def open_domain_section(
         for r in ranked:
             inst = r.question
             for strategy in chosen:
-                name = READER if strategy.name == "retriever" else f"{READER}+{strategy.name}"
+                name = READER if strategy.name == RETRIEVER else f"{READER}+{strategy.name}"
                 jobs.append(
                     Job(
                         Key(TASK, ctx.label, name, str(inst.id), f"k={k} {setting}"),
@@ -515,7 +519,7 @@ def _prepare(
                      id=instance.id)  # fmt: skip
 
     def prepare() -> Prepared:
-        if strategy.name == "retriever":  # the ranking as it is
+        if strategy.name == RETRIEVER:  # the ranking as it is
             prepared = Prepared(prompt=render_qa(top.question, list(top.passages)))
         else:
             seed = derive_seed(ctx.seed, seed_name(strategy.name), str(instance.id))

@@ -31,6 +31,7 @@ from rag_position.eval.compare import compare_section
 from rag_position.eval.multidoc import multidoc_section
 from rag_position.eval.reference import absent_note, load_reference, reference_problem
 from rag_position.eval.report import EvalResult, Section
+from rag_position.eval.rows import QUICK_GOLD, QUICK_STRATEGIES, QUICK_VERSUS
 from rag_position.eval.strategies import available_strategies
 from rag_position.eval.task import EMBEDDER, FLAG, Param, TaskRun, TaskSpec, names, negate
 
@@ -39,18 +40,6 @@ QUICK_QUESTIONS = 10
 docs/measurements.md has the times ("Measured: `eval quick` on the embedded model")."""
 QUICK_DOCS = 10
 QUICK_POSITIONS = (0, 4, 9)
-QUICK_STRATEGIES = (
-    "retriever", "gold_first", "gold_last", "edge", "sandwich",
-    "langchain_reorder", "llamaindex_reorder", "passage_likelihood_profile",
-    "select_and_place",
-)  # fmt: skip
-"""The retriever's order, the gold-first and gold-last bounds, the frameworks' reorders
-(where installed), the strategies that need no scoring pass, and two scoring strategies
-(ten one-passage prompts a question, shared)."""
-QUICK_GOLD = ("random",)
-"""The comparison's gold setting: a random position (seeded per question)."""
-QUICK_VERSUS = "retriever"
-"""The row every other is paired with, here and in the 200-question reference."""
 
 
 QUICK = TaskSpec(

@@ -31,6 +31,7 @@ from rag_position.eval.attention_sort import attention_strategies
 from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.eval.lingua import lingua_strategies
 from rag_position.eval.peers import PEER_ROWS, peer_strategies
+from rag_position.eval.rows import FRAMEWORK_ROWS, GOLD_ALONE, RETRIEVER
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 from rag_position.strategies import registry
@@ -133,7 +134,7 @@ def builtin_strategies() -> dict[str, EvalStrategy]:
         "random": OrderStrategy("random", _random_order),
         "gold_first": OrderStrategy("gold_first", lambda inst, seed: _moved(inst, 0)),
         "gold_last": OrderStrategy("gold_last", lambda inst, seed: _moved(inst, inst.k - 1)),
-        "gold_alone": OrderStrategy("gold_alone", _gold_alone),
+        GOLD_ALONE: OrderStrategy(GOLD_ALONE, _gold_alone),
     }
 
 
@@ -166,8 +167,8 @@ def _every_strategy(
 ) -> dict[str, EvalStrategy]:
     table = registry.STRATEGIES
     found: dict[str, EvalStrategy] = {}
-    if "retriever" in table:
-        found["retriever"] = _table_strategy("retriever", table["retriever"], options)
+    if RETRIEVER in table:
+        found[RETRIEVER] = _table_strategy(RETRIEVER, table[RETRIEVER], options)
     found.update(builtin_strategies())
     found.update(framework_strategies())
     found.update(lingua_strategies())
@@ -280,11 +281,12 @@ def _option_value(raw: str) -> Any:
 
 def framework_strategies() -> dict[str, EvalStrategy]:
     """LangChain's and LlamaIndex's ``LongContextReorder``, where the package is installed."""
+    langchain, llamaindex = FRAMEWORK_ROWS
     found: dict[str, EvalStrategy] = {}
     if importlib.util.find_spec("langchain_community") is not None:
-        found["langchain_reorder"] = OrderStrategy("langchain_reorder", _langchain_reorder)
+        found[langchain] = OrderStrategy(langchain, _langchain_reorder)
     if importlib.util.find_spec("llama_index") is not None and _has_llamaindex_core():
-        found["llamaindex_reorder"] = OrderStrategy("llamaindex_reorder", _llamaindex_reorder)
+        found[llamaindex] = OrderStrategy(llamaindex, _llamaindex_reorder)
     return found
 
 

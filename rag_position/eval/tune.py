@@ -37,10 +37,18 @@ from typing import Any
 
 from rag_position._jsonfile import check_output_file
 from rag_position.eval.common import EvalConfigError, check_questions
-from rag_position.eval.compare import PROFILE_ROWS, compare_section
+from rag_position.eval.compare import compare_section
 from rag_position.eval.datasets import load_multidoc
 from rag_position.eval.multidoc import eval_profile, multidoc_section
 from rag_position.eval.report import EvalResult, Section, Table, acc_cell, num
+from rag_position.eval.rows import (
+    PROFILE,
+    PROFILE_ROWS,
+    RETRIEVER,
+    TUNE_GOLD,
+    TUNE_REFERENCE,
+    TUNE_STRATEGIES,
+)
 from rag_position.eval.strategies import split_variant
 from rag_position.eval.task import EMBEDDER, SCORER, Param, TaskRun, TaskSpec, docs_param, names
 from rag_position.models.loading import spec_of
@@ -52,19 +60,6 @@ TUNE_QUESTIONS = 60
 TUNE_SKIP = 200
 """Dev questions ``tune`` leaves out first: those the reported 200-question figures use,
 so that a tuned choice can be checked on questions it never saw."""
-TUNE_STRATEGIES = (
-    "retriever",
-    "edge",
-    "passage_likelihood",
-    "passage_likelihood:placement=last",
-    "passage_likelihood_profile",
-    "select_and_place",
-    "select_and_place_profile",
-)
-"""The candidates: the retriever's order, the frameworks' edge placement, passage
-likelihood placed first, last and by the profile, and select-and-place (best last, and
-by the profile). ConvexScore and likelihood selection cost 3.5 to 4.5 times the tokens
-(docs/measurements.md) and lost there; name them with ``--strategies`` to include them."""
 BUDGET_FACTOR = 3.0
 """Default token budget: this many times the retriever order's tokens per question."""
 TIE_POINTS = 2.0
@@ -102,7 +97,7 @@ def check_tune_files(
         check_output_file(tuned, what=tuned_flag, error=EvalConfigError)
     elif out is not None and os.path.lexists(Path(out) / "tuned.json"):
         check_output_file(Path(out) / "tuned.json", what="--tuned", error=EvalConfigError)
-    profile = values.get("profile")
+    profile = values.get(PROFILE)
     if profile is None:
         return None
     try:
@@ -156,7 +151,7 @@ TUNE = TaskSpec(
             recorded=False,
         ),
         Param(
-            "profile",
+            PROFILE,
             None,
             "position profile JSON (default: measured here; needed with --shard)",
             "--profile",
@@ -234,14 +229,14 @@ def run_tune(run: TaskRun) -> EvalResult:
         rows, options_of = sweep.rows, None
     else:
         profile, rows = given, None
-        options_of = {name: {"profile": given} for name in PROFILE_ROWS}
+        options_of = {name: {PROFILE: given} for name in PROFILE_ROWS}
     compared = compare_section(
-        ctx, dataset, strategies=candidates, sweep_rows=rows, gold=("random",),
+        ctx, dataset, strategies=candidates, sweep_rows=rows, gold=TUNE_GOLD,
         strategy_options=options_of,
     )  # fmt: skip
     chosen, evidence, notes = choose(compared.rows, budget=budget, tie=run["tie"])
     base, options = split_variant(chosen)
-    options.pop("profile", None)
+    options.pop(PROFILE, None)
     folder = ctx.store.path.parent
     tuned_path = Path(run["tuned"]) if run["tuned"] is not None else folder / "tuned.json"
     section = _choice_section(chosen, evidence, notes, tuned_path)
@@ -301,7 +296,7 @@ def check_candidates(strategies: Sequence[str] | None) -> list[str]:
                 f"--strategies: unknown {base!r}; candidates are rows of the strategy table: "
                 f"{', '.join(n for n, r in STRATEGIES.items() if r.component and not r.answers)}"
             )
-        if row.answers or not (row.component or base == "retriever"):
+        if row.answers or not (row.component or base == RETRIEVER):
             raise EvalConfigError(
                 f"--strategies: {name}: not an ordering; tune chooses what a retriever or "
                 "postprocessor returns (not rows that answer, nor query-aware prompts)"
@@ -314,9 +309,9 @@ def check_candidates(strategies: Sequence[str] | None) -> list[str]:
                 check_options(row, options)
             except ValueError as exc:
                 raise EvalConfigError(f"--strategies: {name}: {exc}") from None
-    if "retriever" in candidates:
-        candidates.remove("retriever")
-    return ["retriever", *candidates]  # the reference every candidate is paired with
+    if TUNE_REFERENCE in candidates:
+        candidates.remove(TUNE_REFERENCE)
+    return [TUNE_REFERENCE, *candidates]  # the reference every candidate is paired with
 
 
 def choose(
@@ -346,7 +341,7 @@ def choose(
     """
     if not rows:
         raise EvalConfigError("tune: no candidate was measured")
-    reference = next((r for r in rows if r["strategy"] == "retriever"), rows[0])
+    reference = next((r for r in rows if r["strategy"] == TUNE_REFERENCE), rows[0])
     limit = budget if budget is not None else BUDGET_FACTOR * _tokens(reference)
     notes: list[str] = []
     evidence = []

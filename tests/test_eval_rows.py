@@ -1,0 +1,69 @@
+"""No eval module outside the eval's own row table names a strategy (issue 40, target 1).
+
+Which strategies a task runs by default (quick's rows, tune's candidates, the row every
+comparison is paired with, ...) is data in :mod:`rag_position.eval.rows`; the modules
+that define rows of their own (the eval's baselines, the peers, LongLLMLingua,
+attention sorting) name those. Any other eval module holding a string that is a row's
+name (``"edge"``) or a variant of one (``"passage_likelihood:placement=last"``) fails
+here. Documentation strings do not count; a string that only shares a row's name
+(open-domain's ``retriever`` parameter, dense or bm25) is marked ``# not a row`` on its
+line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from rag_position.eval import rows
+from rag_position.eval.attention_sort import ATTENTION_ROWS
+from rag_position.eval.lingua import LINGUA_ROWS
+from rag_position.eval.peers import PEER_ROWS
+from rag_position.eval.strategies import builtin_strategies
+from rag_position.strategies import STRATEGIES
+
+EVAL = Path(__file__).resolve().parents[1] / "rag_position" / "eval"
+ROW_TABLE = {"rows.py", "strategies.py", "peers.py", "lingua.py", "attention_sort.py"}
+"""The row table itself and the modules that define rows of their own."""
+MARK = "# not a row"
+
+
+def _row_names() -> set[str]:
+    names = {*STRATEGIES, *builtin_strategies(), *PEER_ROWS, *LINGUA_ROWS, *ATTENTION_ROWS}
+    for name, value in vars(rows).items():  # and the tasks' own (single_pass, direct)
+        if name.endswith(("_ROWS", "_STRATEGIES")):
+            names.update(value)
+    return names
+
+
+def _named(path: Path, names: set[str]) -> list[str]:
+    """The strings in ``path`` that name a row, as ``line: 'text'``."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    docs = {  # documentation: any string standing alone as a statement
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    hits = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docs
+        and (node.value in names or node.value.split(":", 1)[0] in names)
+        and MARK not in lines[node.lineno - 1]
+    ]
+    return [f"{node.lineno}: {node.value!r}" for node in sorted(hits, key=lambda n: n.lineno)]
+
+
+def test_only_the_row_table_names_strategies() -> None:
+    names = _row_names()
+    assert {"retriever", "select_and_place", "random", "langchain_reorder", "direct"} <= names
+    found = {
+        path.name: hits
+        for path in sorted(EVAL.glob("*.py"))
+        if path.name not in ROW_TABLE and (hits := _named(path, names))
+    }
+    assert not found, f"eval modules naming a strategy (move it to eval/rows.py): {found}"
