@@ -10,8 +10,9 @@ small setting instead: ``cookbooks/test_cookbooks.py``). Outputs go where a user
 would, under ``cookbooks/runs/`` (ignored by git). The JSON records, per notebook,
 each code cell's wall seconds and first line, whether it raised, and the slowest cell;
 the target is no cell over 180 s in float32 on the project's 2-core CPU (issue 40: a
-notebook demonstrates; a long measurement is read from its committed results). ``RAG_POSITION_DTYPE=float32``
-runs them as on a CPU without bfloat16 (recorded as ``dtype``). Exit status 1 when a
+notebook demonstrates; a long measurement is read from its committed results).
+``RAG_POSITION_DTYPE=float32`` runs them as on a CPU without bfloat16 (recorded as
+``dtype``). Exit status 1 when a
 notebook failed or a cell went over the target.
 """
 
