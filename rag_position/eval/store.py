@@ -128,7 +128,22 @@ class PredictionStore:
             for name in KEY_FIELDS:
                 if not isinstance(row.get(name), str):
                     raise DataFormatError(f"{self.path}: line {number}: missing field '{name}'")
+            key = Key(*(row[f] for f in KEY_FIELDS)).as_str()
+            first = self._records.get(key)
+            if first is not None:
+                if _answer(first) != _answer(row):
+                    raise DataFormatError(
+                        f"{self.path}: line {number}: a second prediction for {key} that "
+                        "differs from the first (prediction, prompt or decoding); were two "
+                        "runs' files joined? keep one of the two lines"
+                    )
+                continue  # the same prediction again (shard files joined): the first counts
             self._remember(row)
+
+
+def _answer(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two records of one key the same prediction (their costs may differ)."""
+    return (row.get("prediction"), row.get("prompt_sha"), _decoding_id(row.get("decoding")))
 
 
 def _decoding_id(decoding: Any) -> str:
