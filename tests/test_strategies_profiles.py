@@ -1,0 +1,517 @@
+"""Position profiles, the strategy table's rows and the score definitions' properties,
+pinned with scripted scorers (no model); the scorers are test_strategies_ordering's.
+
+``PositionScorer`` makes the question's likelihood depend only on where the gold
+passage sits, so the algorithms' answers are known exactly. The edge-placement
+outputs below were produced by running the frameworks' own code (langchain-community
+0.4.2 ``_litm_reordering``, llama-index-core 0.14.25 ``LongContextReorder._postprocess_nodes``,
+haystack-ai 3.4.1 ``LostInTheMiddleRanker.run``) on the same inputs, and are
+written out as literals.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_strategies_ordering import (  # the scripted scorers and passages
+    QUESTION,
+    HashScorer,
+    PositionScorer,
+    Scored,
+    passages_with_gold,
+    u_curve,
+)
+
+from rag_position.cost import Cost
+from rag_position.data import QAInstance
+from rag_position.models.protocols import Span, SpanScore
+from rag_position.passages import Passage
+from rag_position.prompts import question_span, render_qa
+from rag_position.strategies import (
+    STRATEGIES,
+    ConvexScoreResult,
+    OrderingResult,
+    PositionProfile,
+    convex_score,
+    estimate_profile,
+    get_strategy,
+    passage_likelihood,
+    profile_reorder,
+    question_likelihood,
+    sandwich_prompt,
+)
+from rag_position.strategies._convex_score import (
+    authors_scores,
+    convex_design,
+    convex_scores,
+    likelihood_table,
+)
+
+# --------------------------------------------------------------------------- profiles
+
+
+def test_profile_ranking_interpolation_and_json(tmp_path: Any) -> None:
+    p = PositionProfile((0.17, 0.12, 0.12, 0.40), model_name="embedded", source="eval")
+    assert p.ranking() == [3, 0, 1, 2]
+    assert p.interpolate(4) is p
+    assert p.interpolate(7).values == pytest.approx((0.17, 0.145, 0.12, 0.12, 0.12, 0.26, 0.40))
+    assert PositionProfile(tuple(range(10))).interpolate(4).values == (0.0, 3.0, 6.0, 9.0)
+    assert PositionProfile((1.0, 3.0)).interpolate(1).values == (2.0,)
+    assert PositionProfile((5.0,)).interpolate(3).values == (5.0, 5.0, 5.0)
+    path = tmp_path / "embedded.json"
+    p.save(path)
+    assert json.loads(path.read_text()) == {
+        "model": "embedded",
+        "n_positions": 4,
+        "values": [0.17, 0.12, 0.12, 0.40],
+        "source": "eval",
+    }
+    assert PositionProfile.load(path) == p
+    with pytest.raises(ValueError, match="n_positions"):
+        PositionProfile.from_dict(
+            {"model": "m", "n_positions": 3, "values": [1, 2], "source": "eval"}
+        )
+    with pytest.raises(ValueError, match="keys"):
+        PositionProfile.from_dict({"values": [1]})
+    with pytest.raises(ValueError, match="source"):
+        PositionProfile((1.0,), source="guess")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="finite"):
+        PositionProfile((1.0, math.inf))
+
+
+def test_estimate_profile_recovers_the_curve() -> None:
+    instances: list[Any] = [
+        (QUESTION, passages_with_gold(5, 0), 0),
+        QAInstance(
+            question=QUESTION,
+            answers=("x",),
+            passages=tuple(passages_with_gold(5, 3)),
+            gold_index=3,
+        ),
+    ]
+    scorer = PositionScorer()
+    prof = estimate_profile(scorer, instances, model_name="scripted")
+    assert prof.values == tuple(u_curve(p, 5) for p in range(5))
+    assert prof.ranking()[0] == 4 and prof.model_name == "scripted" and prof.source == "likelihood"
+    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 10
+    shown = PositionScorer()  # with a progress bar: one call per instance, the same profile
+    assert estimate_profile(shown, instances, model_name="scripted", progress=True) == prof
+    assert [len(b) for b in shown.batches] == [5, 5]
+    partial = estimate_profile(PositionScorer(), instances, positions=[0, 2, 4])
+    assert partial.values[1] == pytest.approx((u_curve(0, 5) + u_curve(2, 5)) / 2)
+    with pytest.raises(ValueError, match="passages"):
+        estimate_profile(scorer, [instances[0], (QUESTION, passages_with_gold(4, 0), 0)])
+    with pytest.raises(ValueError, match="empty"):
+        estimate_profile(scorer, [])
+    with pytest.raises(ValueError, match="positions"):
+        estimate_profile(scorer, instances, positions=[7])
+
+
+def test_profile_reorder_relevance_sources(tmp_path: Any) -> None:
+    last_best = PositionProfile((0.2, 0.1, 0.0, 0.5), source="eval")
+    docs = ["a", "b", "c", "d"]
+    by_scores = profile_reorder(QUESTION, docs, profile=last_best, scores=[0.1, 0.9, 0.5, 0.3])
+    assert by_scores.passages == ["c", "d", "a", "b"] and by_scores.details["relevance"] == "scores"
+    by_order = profile_reorder(QUESTION, docs, profile=last_best)
+    assert by_order.passages == ["b", "c", "d", "a"] and by_order.scores == []
+    records = [{"text": t, "score": s} for t, s in zip(docs, [0.1, 0.9, 0.5, 0.3], strict=True)]
+    by_own = profile_reorder(QUESTION, records, profile=last_best)
+    assert [r["text"] for r in by_own.passages] == ["c", "d", "a", "b"]
+    path = tmp_path / "p.json"
+    last_best.save(path)
+    gold_docs = passages_with_gold(4, 1)
+    by_model = profile_reorder(
+        QUESTION, gold_docs, profile=str(path), scorer=PositionScorer(), relevance="convex_score"
+    )
+    assert by_model.passages[3] is gold_docs[1] and by_model.cost.lm_calls == 4
+    assert by_model.details["relevance"] == "convex_score"
+    with pytest.raises(ValueError, match="scorer"):
+        profile_reorder(QUESTION, docs, profile=last_best, n_rotations=2)
+
+
+def test_profile_reorder_refuses_a_nan_score_naming_the_passage() -> None:
+    """Issue 30: a NaN own score was "no score" (the given order, silently); now refused."""
+    profile = [0.1, 0.2, 0.9]  # reads the last position best
+    with pytest.raises(
+        ValueError, match=r"^`scores\[2\]` is NaN: give every passage a number; -inf to rank"
+    ):
+        profile_reorder(QUESTION, ["a", "b", "c"], profile=profile, scores=[0.1, 0.2, math.nan])
+    records = [{"text": "a", "score": 0.3}, {"text": "b", "score": math.nan}, {"text": "c"}]
+    for own in (
+        records,  # a NaN next to a missing score: still refused (NaN is never "missing")
+        [Passage("a", score=0.3), Passage("b", score=math.nan), Passage("c", score=0.1)],
+        [Scored("a", 0.3), Scored("b", math.nan), Scored("c", 0.1)],
+    ):
+        with pytest.raises(
+            ValueError,
+            match=r"^the own score of passages\[1\] is NaN: give every passage a number; "
+            r"None for a missing score",
+        ):
+            profile_reorder(QUESTION, own, profile=profile)
+    assert [r.get("score", "-") for r in records][::2] == [0.3, "-"]  # nothing changed
+    # own scores not read: with `scores`, or with a scorer
+    given = profile_reorder(QUESTION, records, profile=profile, scores=[3.0, 2.0, 1.0])
+    assert given.order == [2, 1, 0] and given.details["relevance"] == "scores"
+    scorer = HashScorer()
+    scored = profile_reorder(QUESTION, records, profile=profile, scorer=scorer)
+    assert scored.details["relevance"] == "passage_likelihood" and scorer.calls == 1
+    # infinities are numbers; 0 or 1 passages come back as given, nothing read
+    inf = [Passage("a", score=-math.inf), Passage("b", score=math.inf), Passage("c", score=0.0)]
+    by_own = profile_reorder(QUESTION, inf, profile=profile)
+    assert by_own.details["relevance"] == "passage_scores" and by_own.passages[-1] is inf[1]
+    one = profile_reorder(QUESTION, [{"text": "a", "score": math.nan}], profile=profile)
+    assert one.order == [0] and one.scores == []
+    assert profile_reorder(QUESTION, ["a"], profile=profile, scores=[math.nan]).order == [0]
+
+
+class AloneScorer(PositionScorer):
+    """Question likelihood = the sum of ``values[text]`` over the texts in the prompt
+    (one passage alone: its own value); ``usage`` and ``batches`` as PositionScorer's."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        super().__init__()
+        self.values = values
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        self.batches.append(list(prompts))
+        self._usage = self._usage + Cost(lm_calls=len(prompts), prompt_tokens=5 * len(prompts))
+        out = []
+        for prompt, (start, end) in zip(prompts, spans, strict=True):
+            assert prompt[start:end] == QUESTION
+            value = sum(v for t, v in self.values.items() if t in prompt)
+            out.append(SpanScore(value, value * 2, 2))
+        return out
+
+
+ALONE = {"alpha": -3.0, "bravo": -0.5, "charlie": -2.0, "delta": -1.0}
+
+
+def test_profile_reorder_ranks_by_passage_likelihood_with_a_scorer_by_default() -> None:
+    profile = PositionProfile((0.2, 0.1, 0.0, 0.5))  # positions best first: 3, 0, 1, 2
+    docs = list(ALONE)
+    scorer = AloneScorer(ALONE)
+    r = profile_reorder(QUESTION, docs, profile=profile, scorer=scorer)
+    alone = passage_likelihood(QUESTION, docs, AloneScorer(ALONE))
+    assert r.details["relevance"] == "passage_likelihood"
+    assert r.scores == alone.scores == [-3.0, -0.5, -2.0, -1.0]
+    assert r.cost == alone.cost and r.cost.lm_calls == 4  # N one-passage prompts
+    assert len(scorer.batches) == 1 and scorer.batches[0] == [
+        render_qa(QUESTION, [d]) for d in docs
+    ]
+    # ranked by the passage-alone scores (bravo, delta, charlie, alpha), down the profile
+    assert r.passages == ["delta", "charlie", "alpha", "bravo"] and r.order == [3, 2, 0, 1]
+    same = passage_likelihood(
+        QUESTION, docs, AloneScorer(ALONE), placement="profile", rest="scores", profile=profile
+    )
+    assert r.order == same.order
+    explicit = profile_reorder(
+        QUESTION, docs, profile=profile, scorer=AloneScorer(ALONE), relevance="passage_likelihood"
+    )
+    assert explicit.order == r.order and explicit.scores == r.scores
+    # the seed is ConvexScore's: passage likelihood does not depend on it
+    assert profile_reorder(QUESTION, docs, profile=profile, scorer=scorer, seed=7).order == r.order
+    # scores given still win over the scorer; no model call
+    unused = AloneScorer(ALONE)
+    by_scores = profile_reorder(
+        QUESTION, docs, profile=profile, scores=[4.0, 3.0, 2.0, 1.0], scorer=unused
+    )
+    assert by_scores.details["relevance"] == "scores" and unused.batches == []
+    # 0 or 1 passages: nothing scored
+    assert profile_reorder(QUESTION, ["a"], profile=profile, scorer=unused).cost == Cost()
+    assert unused.batches == []
+
+
+def test_profile_reorder_convex_score_relevance_is_the_old_behaviour() -> None:
+    profile = PositionProfile((0.3, 0.1, 0.5, 0.0, 0.2))
+    docs = [f"passage {i}" for i in range(5)]
+    for options in ({}, {"n_base_orders": 2, "seed": 3}, {"n_rotations": 3, "seed": 1}):
+        r = profile_reorder(
+            QUESTION, docs, profile=profile, scorer=HashScorer(), relevance="convex_score",
+            **options,
+        )  # fmt: skip
+        convex = convex_score(QUESTION, docs, HashScorer(), **options)
+        assert r.details["relevance"] == "convex_score"
+        assert r.scores == convex.scores
+        assert r.cost.lm_calls == convex.cost.lm_calls
+        ranked = sorted(range(5), key=lambda i: (-convex.scores[i], i))
+        expected = [0] * 5
+        for rank, position in enumerate(profile.ranking()):
+            expected[position] = ranked[rank]
+        assert r.order == expected
+    gold_docs = passages_with_gold(4, 1)
+    scorer = PositionScorer()
+    r = profile_reorder(
+        QUESTION, gold_docs, profile=[0.2, 0.1, 0.0, 0.5], scorer=scorer, relevance="convex_score"
+    )
+    assert r.passages[3] is gold_docs[1]  # ConvexScore's gold at the best-read position
+    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 4  # N full prompts
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"n_rotations": 2},
+            r"\['n_rotations'\] go to convex_score.*relevance='passage_likelihood'",
+        ),
+        (
+            {"relevance": "passage_likelihood", "seed_orders": 1},
+            r"relevance='passage_likelihood'",
+        ),
+        ({"relevance": "convex_score", "n_rotations": 2, "scores": [1.0, 2.0, 3.0]}, "`scores`"),
+        (
+            {"relevance": "likelihood"},
+            r"unknown relevance 'likelihood'; known: 'passage_likelihood'",
+        ),
+        ({"relevance": None}, "unknown relevance None"),
+    ],
+)
+def test_profile_reorder_bad_relevance_combinations(kwargs: dict[str, Any], message: str) -> None:
+    scorer = AloneScorer(ALONE)
+    with pytest.raises(ValueError, match=message):
+        profile_reorder(QUESTION, ["a", "b", "c"], profile=[0.1, 0.2, 0.3], scorer=scorer, **kwargs)
+    assert scorer.batches == []  # refused before scoring
+    with pytest.raises(ValueError, match=r"no `scorer` was given"):  # as before: no scorer
+        profile_reorder(
+            QUESTION, ["a", "b"], profile=[0.1, 0.2], relevance="convex_score", n_rotations=2
+        )
+    with pytest.raises(ValueError, match="unknown relevance"):  # even without a scorer
+        profile_reorder(QUESTION, ["a", "b"], profile=[0.1, 0.2], relevance="convex")  # type: ignore[arg-type]
+
+
+def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
+    from pydantic import ValidationError
+
+    from rag_position import _integration as adapters
+
+    default = inspect.signature(profile_reorder).parameters["relevance"].default
+    assert adapters.ProfileOptions.model_fields["relevance"].default == default
+    assert adapters.ProfileOptions(profile=[0.1, 0.2]).relevance == "passage_likelihood"
+    with pytest.raises(ValidationError, match="relevance"):
+        adapters.ProfileOptions(profile=[0.1, 0.2], relevance="likelihood")
+    profile = PositionProfile((0.2, 0.1, 0.0, 0.5))
+    docs = list(ALONE)
+    lazy = adapters.LazyModel(AloneScorer(ALONE))
+    by_default = adapters.profile_reordering(QUESTION, docs, profile, scorer=lazy)
+    core = profile_reorder(QUESTION, docs, profile=profile, scorer=AloneScorer(ALONE))
+    assert by_default.order == core.order == [3, 2, 0, 1]
+    assert by_default.scores == core.scores
+    assert {e["relevance"] for e in by_default.extras} == {"passage_likelihood"}
+    hashed = adapters.LazyModel(HashScorer())
+    convex = adapters.profile_reordering(
+        QUESTION, docs, profile, scorer=hashed, relevance="convex_score", convex_options={"seed": 3}
+    )
+    assert {e["relevance"] for e in convex.extras} == {"convex_score"}
+    assert convex.scores == convex_score(QUESTION, docs, HashScorer(), seed=3).scores
+    with pytest.raises(ValueError, match=r"`convex_options` \(seed\) go to convex_score"):
+        adapters.profile_reordering(
+            QUESTION, docs, profile, scorer=hashed, convex_options={"seed": 3}
+        )
+    adapters.check_profile_options(None, HashScorer(), {"seed": 3}, "convex_score")
+    with pytest.raises(ValueError, match="relevance='convex_score'"):
+        adapters.check_profile_options(None, HashScorer(), {"seed": 3})
+    with pytest.raises(ValueError, match="unknown relevance 'order'"):
+        adapters.check_profile_options(None, HashScorer(), {}, "order")
+    with pytest.raises(ValueError, match="pass a `scorer`"):
+        adapters.check_profile_options(None, None, {"seed": 3}, "convex_score")
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_table_rows_pass_the_seed_on_and_name_what_they_need() -> None:
+    docs = [f"passage {i}" for i in range(6)]
+    profile = [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]  # a list of values is a profile too
+    runs = {
+        seed: STRATEGIES["profile"](
+            QUESTION,
+            docs,
+            scorer=HashScorer(),
+            profile=profile,
+            seed=seed,
+            relevance="convex_score",
+        )
+        for seed in (0, 3)
+    }
+    for seed, r in runs.items():  # the seed reaches ConvexScore through profile_reorder
+        assert r.scores == convex_score(QUESTION, docs, HashScorer(), seed=seed).scores
+    assert runs[0].scores != runs[3].scores
+    row = STRATEGIES["profile"]  # by default the row ranks by passage likelihood
+    assert "relevance" in row.options and row.defaults["relevance"] == "passage_likelihood"
+    default = row(QUESTION, docs, scorer=HashScorer(), profile=profile, seed=3)
+    assert default.details["relevance"] == "passage_likelihood"
+    assert default.scores == passage_likelihood(QUESTION, docs, HashScorer()).scores
+    with pytest.raises(ValueError, match="relevance='convex_score'"):
+        row(QUESTION, docs, scorer=HashScorer(), profile=profile, n_rotations=2)
+    with pytest.raises(ValueError, match=r"'profile' needs profile= \(a PositionProfile"):
+        STRATEGIES["profile"](QUESTION, docs)
+    with pytest.raises(TypeError, match="no option 'n_rotation'"):  # checked against ConvexScore's
+        STRATEGIES["profile"](QUESTION, docs, profile=profile, n_rotation=2)
+
+
+def test_registry_names_and_uniform_calls() -> None:
+    ordering = {
+        "retriever",
+        "likelihood_selection",
+        "convex_score",
+        "convex_score_profile",
+        "convex_score_sandwich",
+        "passage_likelihood",
+        "passage_likelihood_profile",
+        "select_and_place",
+        "select_and_place_profile",
+        "edge",
+        "sandwich",
+        "profile",
+    }
+    assert set(STRATEGIES) == ordering | {"fact", "recite", "medoid"}  # generation: elsewhere
+    assert {n for n, spec in STRATEGIES.items() if not spec.answers} == ordering
+    docs = passages_with_gold(4, 2)
+    profile = PositionProfile((0.0, 0.0, 0.0, 1.0))
+    for name in sorted(ordering):
+        strategy = STRATEGIES[name]
+        options = {"profile": profile} if "profile" in name else {}
+        # PositionScorer reads where the gold sits among several passages; one passage alone
+        # has no position
+        alone = name.startswith(("passage_likelihood", "select_and_place")) or name == "profile"
+        scorer = HashScorer() if alone else PositionScorer()
+        r = strategy(QUESTION, docs, scorer=scorer, generator=None, **options)
+        assert isinstance(r, OrderingResult)
+        if strategy.selects:  # a selection; the rest listed as dropped
+            kept = [docs[i] for i in r.order] + [docs[i] for i in r.details["dropped"]]
+            assert [id(p) for p in r.passages] == [id(docs[i]) for i in r.order]
+            assert sorted(map(id, kept)) == sorted(map(id, docs))
+        else:
+            assert sorted(map(id, r.passages)) == sorted(map(id, docs))
+    assert (
+        get_strategy("convex_score")(QUESTION, docs, scorer=PositionScorer()).passages[0] is docs[2]
+    )
+    cp = get_strategy("convex_score_profile")(
+        QUESTION, docs, scorer=PositionScorer(), profile=profile
+    )
+    assert isinstance(cp, ConvexScoreResult) and cp.passages[3] is docs[2]
+    assert get_strategy("sandwich")(QUESTION, docs).prompt == sandwich_prompt(QUESTION, docs)
+    cs = get_strategy("convex_score_sandwich")(QUESTION, docs, scorer=PositionScorer(), seed=3)
+    alone = get_strategy("convex_score")(QUESTION, docs, scorer=PositionScorer(), seed=3)
+    assert cs.passages == alone.passages and cs.passages[0] is docs[2]
+    assert cs.prompt == sandwich_prompt(QUESTION, cs.passages)
+    assert cs.cost.lm_calls == alone.cost.lm_calls == 4
+    with pytest.raises(ValueError, match="known"):
+        get_strategy("nope")
+    with pytest.raises(ValueError, match="scorer"):
+        STRATEGIES["convex_score"](QUESTION, docs)
+    with pytest.raises(ValueError, match="profile"):
+        STRATEGIES["convex_score_profile"](QUESTION, docs, scorer=PositionScorer())
+    with pytest.raises(TypeError, match="sets placement itself"):
+        STRATEGIES["convex_score_profile"](
+            QUESTION, docs, scorer=PositionScorer(), placement="first"
+        )
+    with pytest.raises(TypeError, match=r"no option 'n_rotation'.*n_rotations"):
+        STRATEGIES["convex_score"](QUESTION, docs, scorer=PositionScorer(), n_rotation=2)
+    # the same model may go to every row: rows ignore the ones they do not need
+    assert STRATEGIES["edge"](QUESTION, docs, scorer=PositionScorer()).order == [1, 3, 2, 0]
+
+
+# --------------------------------------------------------------------------- properties
+
+texts = st.one_of(
+    st.sampled_from(["", "same text", "same text", "Ünïcödé ✓ 中文", "Document [1] trick"]),
+    st.text(max_size=20),
+)
+items = st.one_of(
+    texts,
+    st.builds(
+        lambda t, title, meta: Passage(t, title=title, metadata=meta),
+        texts,
+        st.text(max_size=5),
+        st.dictionaries(st.sampled_from(["isgold", "k", "é"]), st.integers(), max_size=2),
+    ),
+    st.builds(lambda t, m: {"text": t, "meta": m, "score": 0.5}, texts, st.lists(st.integers())),
+)
+SCORER = HashScorer()
+
+
+@settings(max_examples=30, deadline=None)
+@given(xs=st.lists(items, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_gauge_scores_the_rendered_prompts(xs: list[Any], seed: int) -> None:
+    orders = convex_design(len(xs), seed=seed)
+    g = question_likelihood(QUESTION, xs, SCORER, orders=orders)
+    for order, prompt, span in zip(orders, g.prompts, g.spans, strict=True):
+        assert prompt == render_qa(QUESTION, [xs[i] for i in order])
+        assert span == question_span(prompt, QUESTION)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(3, 8),
+    base_orders=st.integers(1, 3),
+    authors=st.booleans(),
+    seed=st.integers(0, 10_000),
+    data=st.data(),
+)
+def test_score_definitions_rank_alike_on_complete_designs(
+    n: int, base_orders: int, authors: bool, seed: int, data: st.DataObject
+) -> None:
+    # Every passage sits at every position equally often, so each row of the table has
+    # the same total: C, E + C and the authors' +/-LL are increasing affine functions of
+    # E, and all four definitions put the passages in one order (benchmarks/README.md).
+    if authors:  # N base orders by construction
+        orders = convex_design(n, seed=seed, design="authors")
+    else:
+        orders = convex_design(n, n_base_orders=base_orders, seed=seed)
+    scores = data.draw(
+        st.lists(st.floats(-8.0, 0.0, allow_nan=False), min_size=len(orders), max_size=len(orders))
+    )
+    table = likelihood_table(orders, scores, n)
+    edge = convex_scores(table, 1.0, 0.0)[0]
+    for other in (
+        convex_scores(table, 0.0, 1.0)[0],
+        convex_scores(table, 1.0, 1.0)[0],
+        authors_scores(orders, scores, n),
+    ):
+        for i, j in itertools.combinations(range(n), 2):
+            if abs(edge[i] - edge[j]) > 1e-9:  # a tie in E is a tie (to rounding) in all
+                assert (edge[i] > edge[j]) == (other[i] > other[j]), (i, j)
+
+
+def test_score_definitions_differ_on_partial_designs() -> None:
+    # With n_rotations < N a passage is measured at some positions only; then they differ.
+    n = 6
+    orders = convex_design(n, n_rotations=4, seed=1)
+    scores = [-1.0, -2.0, -0.5, -1.5]
+    table = likelihood_table(orders, scores, n)
+    edge = convex_scores(table, 1.0, 0.0)[0]
+    authors = authors_scores(orders, scores, n)
+    assert any(
+        edge[i] > edge[j] and authors[i] < authors[j]
+        for i, j in itertools.permutations(range(n), 2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{not json", "is not JSON"),
+        (b"[0.1, 0.2]", "must hold a JSON object"),
+        (b'{"values": [0.1]}', "needs the keys"),
+        (b"\xff\xfe", "is not UTF-8"),
+    ],
+)
+def test_a_bad_profile_file_is_named_in_the_error(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    """Profile-file errors named the problem but not the file."""
+    path = tmp_path / "profile.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=says) as caught:
+        PositionProfile.load(path)
+    assert str(path) in str(caught.value)
