@@ -174,6 +174,15 @@ def test_a_cache_never_serves_another_model_or_dtype(
 
 
 @slow
+def test_load_model_passes_the_bound_on() -> None:
+    from rag_position.models import load_model
+
+    model = load_model("embedded", dtype="bfloat16", prefix_cache_mb=8)
+    assert model.prefix_cache.capacity_bytes == 8 * 2**20
+    assert load_model("embedded", dtype="bfloat16").prefix_cache is None
+
+
+@slow
 def test_off_touches_no_cache(
     embedded_fp32: Any, dev: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
