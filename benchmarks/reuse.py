@@ -10,8 +10,10 @@ prefix cache (issue 41).
         --out benchmarks/results/reuse-replay.json
     OMP_NUM_THREADS=1 python benchmarks/reuse.py dev --queries 200 --bfloat16-questions 50 \\
         --cache-mb 2048 --out benchmarks/results/reuse-dev.json
-    python benchmarks/reuse.py served --queries 100 --warmup 50 \\
+    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 100 --warmup 50 \\
         --out benchmarks/results/reuse-served.json
+    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 100 --warmup 50 \\
+        --vllm-arg=--block-size=32 --out benchmarks/results/reuse-served-block32.json
 
 The pool: the distinct passages of the packaged dev file (1,967 of its 2,000 questions'
 gold passages). Each passage gets a popularity rank (a seeded shuffle of the pool) and
@@ -460,8 +462,10 @@ def served_mode(args: argparse.Namespace) -> dict[str, Any]:
     stream, pool = build_stream(args.queries, args.zipf, args.seed)
     warmup = ("warm-up question", [Passage("A passage outside the pool.", title="Warm-up")] * 2)
     report: dict[str, Any] = {"pool_passages": pool, "dtype": args.dtype, "by_setting": {}}
+    report["vllm_args"] = list(args.vllm_arg)
     for setting, extra in (("on", []), ("off", ["--no-enable-prefix-caching"])):
         print(f"vLLM, prefix caching {setting}: {len(stream)} queries", flush=True)
+        extra = [*extra, *args.vllm_arg]
         with VLLMServer("embedded", port=0, dtype=args.dtype, extra_args=extra) as server:
             model = load_model(server.spec, scoring=args.scoring)
             run_queries(model, [warmup])  # the first requests' compilation stays out
@@ -496,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--dtype", default="bfloat16", help="bound, served: the model's dtype")
     parser.add_argument("--scoring", default="forced", help="served: the backend's scoring")
+    parser.add_argument(
+        "--vllm-arg", action="append", default=[], help="served: a vLLM argument (repeat)"
+    )
     parser.add_argument(
         "--bfloat16-questions", type=int, default=0, help="dev: also in bfloat16, on this many"
     )
