@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,3 +48,11 @@ def embedder() -> object:
     from rag_position.models import load_embedder
 
     return load_embedder("embedded")
+
+
+@pytest.fixture(scope="module")
+def data_dir() -> Path:
+    """The packaged data files (no $RAG_POSITION_DATA in the tests)."""
+    from rag_position.data import default_data_dir
+
+    return default_data_dir()

@@ -32,11 +32,6 @@ from rag_position.errors import DataFormatError
 from rag_position.passages import Passage, as_passage, as_passages
 
 
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    return default_data_dir()  # the packaged files (no $RAG_POSITION_DATA in the tests)
-
-
 def _write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
     lines = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
     if path.suffix == ".gz":

@@ -3,7 +3,6 @@ on the real oracle file with the real embedder; split from test_data.py."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from test_data import GOLD_AT_1, _ctx, _write_jsonl
 
 from rag_position.data import (
     ORACLE_FILE,
@@ -21,42 +21,9 @@ from rag_position.data import (
     QAInstance,
     build_instances,
     contains_answer,
-    default_data_dir,
     load_qa,
 )
 from rag_position.passages import Passage
-
-
-@pytest.fixture(scope="module")
-def data_dir() -> Path:
-    return default_data_dir()  # the packaged files (no $RAG_POSITION_DATA in the tests)
-
-
-def _write_jsonl(path: Path, rows: Sequence[Any]) -> Path:
-    lines = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
-    if path.suffix == ".gz":
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(lines)
-    else:
-        path.write_text(lines, encoding="utf-8")
-    return path
-
-
-def _ctx(title: str, text: str, *, gold: bool = False, **extra: Any) -> dict[str, Any]:
-    return {"title": title, "text": text, "hasanswer": gold, "isgold": gold, **extra}
-
-
-GOLD_AT_1 = {
-    "question": "who sang it",
-    "answers": ["Alice Smith"],
-    "ctxs": [
-        _ctx("D0", "first distractor", id="11", score="1.5", original_retrieval_index=0),
-        _ctx("Song", "It was sung by Alice Smith.", gold=True),
-        _ctx("D2", "second distractor", id="12", score=1.25, original_retrieval_index=3),
-        _ctx("D3", "third distractor", id="13", score=1.0, original_retrieval_index=4),
-    ],
-}
-
 
 # --- instance builder: fast tests with a scripted embedder ---------------------------
 

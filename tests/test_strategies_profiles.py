@@ -1,13 +1,7 @@
 """Position profiles, the strategy table's rows and the score definitions' properties,
-pinned with scripted scorers (no model); the scorers are test_strategies_ordering's.
-
-``PositionScorer`` makes the question's likelihood depend only on where the gold
-passage sits, so the algorithms' answers are known exactly. The edge-placement
-outputs below were produced by running the frameworks' own code (langchain-community
-0.4.2 ``_litm_reordering``, llama-index-core 0.14.25 ``LongContextReorder._postprocess_nodes``,
-haystack-ai 3.4.1 ``LostInTheMiddleRanker.run``) on the same inputs, and are
-written out as literals.
-"""
+pinned with scripted scorers (no model): ``PositionScorer`` and the others are
+test_strategies_ordering's, which makes the question's likelihood depend only on where
+the gold passage sits, so the algorithms' answers are known exactly."""
 
 from __future__ import annotations
 
