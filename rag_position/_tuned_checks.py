@@ -53,10 +53,7 @@ _QUESTIONS: Mapping[str, type] = {"data": str, "first": int, "n": int}
 def accepted_options(row: StrategySpec) -> frozenset[str]:
     """The options a tuned file may give ``row`` (its components' options, less ``profile``,
     which has its own key; ``chat`` where the row answers with the query sandwich)."""
-    found = set(row.option_model.model_fields) - {"profile"}
-    if row.sandwich:
-        found.add("chat")
-    return frozenset(found)
+    return frozenset(set(row.option_model.model_fields) - {"profile"})
 
 
 def takes_profile(row: StrategySpec) -> bool:

@@ -15,6 +15,7 @@ import pytest
 from test_eval_runner import ScriptedScorer
 
 from rag_position import load_tuned, read_tuned
+from rag_position._integration import component_of
 from rag_position.cli import main
 from rag_position.eval import EvalConfigError, run_tune
 from rag_position.eval.cli import tune_paths
@@ -66,7 +67,7 @@ def test_candidates_are_orderings_with_a_component_and_the_retriever_first() -> 
     assert check_candidates(["edge", "retriever"]) == ["retriever", "edge"]
     for name in TUNE_STRATEGIES[1:]:
         base = name.split(":")[0]
-        assert STRATEGIES[base].component and not STRATEGIES[base].answers
+        assert component_of(base) and not STRATEGIES[base].answers
 
 
 @pytest.mark.parametrize("name", ["sandwich", "convex_score_sandwich", "recite", "fact"])

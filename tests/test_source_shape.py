@@ -142,3 +142,21 @@ def test_no_import_runs_back_up_the_layers() -> None:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not found, "\n".join(found)
     assert len(_core_modules()) > 40  # the walk found the core
+
+
+def test_a_strategy_row_holds_only_core_facts() -> None:
+    """``StrategySpec`` has at most 8 fields, none a framework's or the eval's (issue 40,
+    target 4): the components' class names and records are ``COMPONENT_TABLE``'s, the seed
+    groups and default comparison the eval's ``rows.py``."""
+    from dataclasses import fields
+
+    from rag_position._integration.components import COMPONENT_TABLE
+    from rag_position.strategies import StrategySpec
+
+    names = [f.name for f in fields(StrategySpec)]
+    assert len(names) <= 8, names
+    for framework_fact in ("component", "record", "record_keys", "seed_group", "compared"):
+        assert framework_fact not in names
+    component_names = {c.name for c in COMPONENT_TABLE}
+    registry = (ROOT / "rag_position/strategies/registry.py").read_text(encoding="utf-8")
+    assert not [n for n in component_names if f'"{n}"' in registry]

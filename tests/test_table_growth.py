@@ -1,45 +1,53 @@
-"""A new ordering strategy takes five files; this test adds one, as a demo row, to prove it.
+"""A new ordering strategy with components in both frameworks takes five source files.
 
-The five files a new reordering strategy with components in both frameworks touches:
+This test adds one to a copy of the sources, edit by edit, counts the files that differ
+from the repository's, and runs the copy in a fresh process (nothing patched):
 
-1. ``rag_position/strategies/_<name>.py``: the core function, its options annotated once
-   (``Annotated[type, opt("description", ge=1)]``);
-2. ``rag_position/strategies/registry.py``: its row (function, models it needs,
-   ``component`` class name, ``record_keys`` and ``record``, ``check``, ``seed_group``);
-3. ``rag_position/strategies/__init__.py``: the export;
+1. ``rag_position/strategies/_reverse_demo.py``: the core function, its options
+   annotated once (``Annotated[type, opt("description", ge=1)]``);
+2. ``rag_position/strategies/registry.py``: its import, its row and its ``__all__`` entry
+   (``rag_position.strategies`` exports the registry's ``__all__``);
+3. ``rag_position/_integration/components.py``: its component (class name, record);
 4. ``integrations/langchain/langchain_rag_position/compressors.py``: one line,
-   ``NewReorder = table_compressor("NewReorder")`` (and its ``__all__``);
-5. ``integrations/llama_index/llama_index/postprocessor/rag_position/base.py``: one line,
-   ``NewReorder = table_postprocessor("NewReorder")`` (and its ``__all__``).
+   ``ReverseReorder = table_compressor("ReverseReorder")``, and its ``__all__`` entry;
+5. ``integrations/llama_index/llama_index/postprocessor/rag_position/base.py``: the
+   same with ``table_postprocessor``.
 
-Both packages' ``__init__`` re-export those modules' ``__all__``; the retrievers'
-strategy lists (``COMPONENTS``), the option models, the metadata records and the eval
-are derived from the row. Here the row lives in the test (the table is patched), and the
-components are built exactly as the five-line recipe builds them.
+Both packages' ``__init__`` re-export those modules' ``__all__``; the retrievers' strategy
+lists, the option models, the metadata records, the eval's ``--strategies`` and the
+conformance kit's cases follow from the rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from types import MappingProxyType
-from typing import Annotated, Any, TypeVar
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("langchain_rag_position")
 pytest.importorskip("llama_index.postprocessor.rag_position")
 
-from langchain_core.documents import Document
-from langchain_rag_position.compressors import table_compressor
-from llama_index.core.schema import NodeWithScore, TextNode
-from llama_index.postprocessor.rag_position.base import table_postprocessor
-from pydantic import ValidationError
+ROOT = Path(__file__).resolve().parents[1]
+TREES = {  # what is copied: every source file of the package and both integrations
+    "rag_position": "rag_position",
+    "lc/langchain_rag_position": "integrations/langchain/langchain_rag_position",
+    "li/llama_index": "integrations/llama_index/llama_index",
+}
 
-import rag_position._integration.reorder as reorder
-from rag_position import Cost
-from rag_position._integration import RECORD_KEYS, component_rows
-from rag_position.strategies import STRATEGIES, OrderingResult, StrategySpec
-from rag_position.strategies._base import check_passages, check_question
+FUNCTION = '''"""A demo strategy: the passages in reverse order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
+
+from rag_position.cost import Cost
+from rag_position.strategies._base import OrderingResult, check_passages, check_question
 from rag_position.strategies._options import opt
 
 T = TypeVar("T")
@@ -50,11 +58,9 @@ def reverse_order(
     passages: Sequence[T],
     *,
     keep_first: Annotated[bool, opt("Keep the first passage where it is.")] = False,
-    rotate: Annotated[
-        int, opt("Then move this many passages from the front to the end.", ge=0)
-    ] = 0,
+    rotate: Annotated[int, opt("Then move this many passages to the end.", ge=0)] = 0,
 ) -> OrderingResult[T]:
-    """The passages in reverse order (a demo strategy: file 1 of 5)."""
+    """The passages in reverse order."""
     check_question(question)
     items = check_passages(passages)
     order = list(range(len(items)))[::-1]
@@ -62,64 +68,109 @@ def reverse_order(
         order = [0, *order[:-1]]
     order = order[rotate:] + order[:rotate]
     return OrderingResult(passages=[items[i] for i in order], order=order, scores=[], cost=Cost())
+'''
+
+EDITS = {  # file -> (anchor, text inserted after it)
+    "rag_position/strategies/registry.py": [
+        ('__all__ = [', '\n    "reverse_order",'),
+        ("from rag_position.strategies._select_and_place import select_and_place\n",
+         "from rag_position.strategies._reverse_demo import reverse_order\n"),
+        ("        for spec in (\n",
+         '            StrategySpec("reverse_demo", reverse_order, summary="reversed"),\n'),
+    ],
+    "rag_position/_integration/components.py": [
+        ("COMPONENT_TABLE: tuple[Component, ...] = (\n",
+         '    Component("ReverseReorder", ("reverse_demo",), MappingProxyType({"reversed": False}),'
+         ' lambda r: (None, [{"reversed": True} for _ in r.order])),\n'),
+    ],
+    "lc/langchain_rag_position/compressors.py": [
+        ('SelectAndPlace = table_compressor("SelectAndPlace")\n',
+         'ReverseReorder = table_compressor("ReverseReorder")\n'),
+        ("__all__ = [", '\n    "ReverseReorder",'),
+    ],
+    "li/llama_index/postprocessor/rag_position/base.py": [
+        ('SelectAndPlace = table_postprocessor("SelectAndPlace")\n',
+         'ReverseReorder = table_postprocessor("ReverseReorder")\n'),
+        ("__all__ = [", '\n    "ReverseReorder",'),
+    ],
+}  # fmt: skip
+
+RUN = """
+import json, sys
+sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in type(f).__name__]
+sys.path_hooks[:] = [h for h in sys.path_hooks if "editable" not in repr(h).lower()]
+sys.path_importer_cache.clear()
+sys.path[:0] = [sys.argv[1] + "/" + p for p in ("", "lc", "li")]
+
+from langchain_core.documents import Document
+from llama_index.core.schema import NodeWithScore, TextNode
+import langchain_rag_position as lc
+import llama_index.postprocessor.rag_position as li
+import rag_position.strategies as core
+from langchain_rag_position.retrievers import COMPONENTS as LC_RETRIEVABLE
+from rag_position.eval.strategies import available_strategies
+from rag_position.testing.conformance import record_of
+
+docs = [Document(page_content=f"passage {i}", metadata={"i": i}) for i in range(4)]
+out = lc.ReverseReorder(keep_first=True).compress_documents(docs, "Which passage?")
+nodes = [NodeWithScore(node=TextNode(text=f"passage {i}", metadata={"i": i})) for i in range(4)]
+got = li.ReverseReorder(rotate=1).postprocess_nodes(nodes, query_str="Which passage?")
+print(json.dumps({
+    "files": [m.__file__ for m in (lc, li, core)],
+    "exported": [n for m in (core, lc, li) for n in m.__all__ if n.startswith(("Rev", "rev"))],
+    "options": sorted(core.STRATEGIES["reverse_demo"].option_model.model_fields),
+    "lc": [d.metadata["i"] for d in out],
+    "lc_record": out[0].metadata["rag_position"],
+    "li": [n.node.metadata["i"] for n in got],
+    "retrievable": [c["reverse_demo"].__name__ for c in (LC_RETRIEVABLE, li.COMPONENTS)],
+    "eval": "reverse_demo" in available_strategies(),
+    "kit": sorted(record_of(lc.ReverseReorder)[1]),
+}))
+"""
 
 
-ROW = StrategySpec(  # file 2 of 5: the row
-    "reverse_demo",
-    reverse_order,
-    summary="the given order, reversed",
-    component="ReverseReorder",
-    record_keys=MappingProxyType({"reversed": False}),
-    record=lambda result: (None, [{"reversed": True} for _ in result.order]),
-)
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
 
 
-@pytest.fixture
-def table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reorder, "STRATEGIES", MappingProxyType({**STRATEGIES, ROW.name: ROW}))
+def test_a_new_strategy_with_both_frameworks_components_takes_five_files(
+    tmp_path: Path,
+) -> None:
+    for copy, source in TREES.items():
+        shutil.copytree(
+            ROOT / source, tmp_path / copy, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    before = _digests(tmp_path)
+    (tmp_path / "rag_position/strategies/_reverse_demo.py").write_text(FUNCTION)
+    for name, edits in EDITS.items():
+        path = tmp_path / name
+        text = path.read_text()
+        for anchor, inserted in edits:
+            assert text.count(anchor) == 1, (name, anchor)
+            text = text.replace(anchor, anchor + inserted)
+        path.write_text(text)
+    after = _digests(tmp_path)
+    touched = sorted(k for k in after if before.get(k) != after[k])
+    assert len(touched) == 5, touched
 
-
-def test_the_row_gives_the_option_model_from_the_signature() -> None:
-    fields = ROW.option_model.model_fields
-    assert set(fields) == {"keep_first", "rotate"}
-    assert fields["keep_first"].description == "Keep the first passage where it is."
-    assert fields["rotate"].default == 0
-    with pytest.raises(ValidationError):
-        ROW.option_model(rotate=-1)  # the constraint declared in the signature
-
-
-@pytest.mark.usefixtures("table")
-def test_a_new_row_reaches_both_retrievers_lists() -> None:
-    assert component_rows()["reverse_demo"] is ROW
-
-
-@pytest.mark.usefixtures("table")
-def test_a_new_row_becomes_a_langchain_compressor_in_one_line() -> None:
-    reverse = table_compressor("ReverseReorder")  # file 4 of 5
-    assert reverse.__name__ == "ReverseReorder" and "keep_first" in (reverse.__doc__ or "")
-    docs = [Document(page_content=f"passage {i}", metadata={"i": i}) for i in range(4)]
-    out = reverse(keep_first=True).compress_documents(docs, "Which passage?")
-    assert [d.metadata["i"] for d in out] == [0, 3, 2, 1]
-    records = [d.metadata["rag_position"] for d in out]
-    assert all(set(r) == {*RECORD_KEYS, "reversed"} for r in records)
-    assert [r["original_rank"] for r in records] == [0, 3, 2, 1]
-    assert all(r["strategy"] == "reverse_demo" and r["reversed"] for r in records)
-    assert all("rag_position" not in d.metadata for d in docs)  # inputs untouched
-    one = reverse().compress_documents(docs[:1], "Which passage?")
-    assert one[0].metadata["rag_position"]["reversed"] is False  # not scored: unscored value
-    rotated = reverse(rotate=1).compress_documents(docs, "Which passage?")
-    assert [d.metadata["i"] for d in rotated] == [2, 1, 0, 3]
-    with pytest.raises(ValidationError):
-        reverse(rotate=-1)
-
-
-@pytest.mark.usefixtures("table")
-def test_a_new_row_becomes_a_llamaindex_postprocessor_in_one_line() -> None:
-    reverse = table_postprocessor("ReverseReorder")  # file 5 of 5
-    assert reverse.class_name() == "RagPositionReverseReorder"
-    nodes = [NodeWithScore(node=TextNode(text=f"passage {i}", metadata={"i": i})) for i in range(4)]
-    out = reverse().postprocess_nodes(nodes, query_str="Which passage?")
-    assert [n.node.metadata["i"] for n in out] == [3, 2, 1, 0]
-    records: list[dict[str, Any]] = [n.node.metadata["rag_position"] for n in out]
-    assert all(set(r) == {*RECORD_KEYS, "reversed"} for r in records)
-    assert reverse(keep_first=True).to_dict()["keep_first"] is True
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(f.startswith(str(tmp_path)) for f in found["files"]), found["files"]  # the copy
+    assert found["exported"] == ["reverse_order", "ReverseReorder", "ReverseReorder"]
+    assert found["options"] == ["keep_first", "rotate"]  # from the annotated signature
+    assert found["lc"] == [0, 3, 2, 1] and found["li"] == [2, 1, 0, 3]
+    assert found["lc_record"]["reversed"] is True and found["lc_record"]["original_rank"] == 0
+    assert found["retrievable"] == ["ReverseReorder", "ReverseReorder"]
+    assert found["eval"] is True
+    assert found["kit"] == sorted({"strategy", "score", "rank", "original_rank", "reversed"})

@@ -3,10 +3,11 @@
 Both integrations only map their framework's objects onto what is here (a Document or a
 NodeWithScore to a :class:`~rag_position.passages.Passage`, a framework LLM to a
 ``Generator``, framework embeddings to an ``Embedder``); everything they share lives
-here once, in four modules by concern:
+here once, in five modules by concern:
 
 - :mod:`.models`: resolving ``scorer=`` / ``llm=`` / embeddings arguments;
 - :mod:`.options`: the framework-side options and their checks;
+- :mod:`.components`: which strategy rows become components, and their records;
 - :mod:`.reorder`: running a strategy row and the metadata record it writes;
 - :mod:`.tuned`: the component a tuned file (:mod:`rag_position.tuned`) chose.
 
@@ -17,6 +18,14 @@ LlamaIndex.
 
 from __future__ import annotations
 
+from rag_position._integration.components import (
+    COMPONENT_TABLE,
+    Component,
+    component_of,
+    component_rows,
+    record_keys,
+    strategy_components,
+)
 from rag_position._integration.models import (
     EMBEDDER_FORMS,
     GENERATOR_FORMS,
@@ -52,7 +61,6 @@ from rag_position._integration.options import (
 from rag_position._integration.reorder import (
     RECORD_KEYS,
     Reordering,
-    component_rows,
     edge_reordering,
     profile_reordering,
     reorder_record,
@@ -73,6 +81,7 @@ from rag_position.models.lazy import LazyModel
 from rag_position.models.protocols import cut_at_stop
 
 __all__ = [
+    "COMPONENT_TABLE",
     "EMBEDDER_FORMS",
     "GENERATOR_FORMS",
     "GIVEN_ORDER",
@@ -80,6 +89,7 @@ __all__ = [
     "RECORD_KEYS",
     "SCORER_FORMS",
     "AdaptedGenerator",
+    "Component",
     "EdgeOptions",
     "FactOptions",
     "GenerationOptions",
@@ -98,6 +108,7 @@ __all__ = [
     "check_profile_options",
     "check_spec",
     "check_tuned_strategy",
+    "component_of",
     "component_rows",
     "core_options",
     "cut_at_stop",
@@ -108,6 +119,7 @@ __all__ = [
     "profile_reordering",
     "profile_to_json",
     "read_scores",
+    "record_keys",
     "refuse_nan_scores",
     "reorder_record",
     "reorder_records",
@@ -115,6 +127,7 @@ __all__ = [
     "resolve_embedder",
     "resolve_generator",
     "resolve_scorer",
+    "strategy_components",
     "table_class",
     "tuned_component",
     "unit_rows",

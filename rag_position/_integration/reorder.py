@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rag_position._integration.components import component_named, component_of
 from rag_position._integration.options import PROFILE_DEFAULTS, _check_convex_relevance
 from rag_position.models import Scorer
 from rag_position.models.lazy import LazyModel
 from rag_position.strategies import (
-    STRATEGIES,
     PositionProfile,
     StrategySpec,
     edge_reorder,
@@ -34,26 +34,6 @@ T = TypeVar("T")
 
 RECORD_KEYS = ("strategy", "score", "rank", "original_rank")
 """The keys of every reorder record (see :func:`reorder_record`)."""
-
-
-def component_row(component: str) -> StrategySpec:
-    """The row that owns the component named ``component`` (its options are the row's).
-
-    Example:
-        >>> component_row("PassageLikelihoodReorder").name
-        'passage_likelihood'
-    """
-    for row in STRATEGIES.values():
-        if row.component == component and not row.fixed:
-            return row
-    raise ValueError(f"no strategy row has the component {component!r}")
-
-
-def component_rows() -> dict[str, StrategySpec]:
-    """Strategy name -> the row that owns its component (``passage_likelihood_profile`` ->
-    ``passage_likelihood``): every name ``PositionAwareRetriever(strategy=...)`` takes."""
-    owners = {row.component: row for row in STRATEGIES.values() if row.component and not row.fixed}
-    return {name: owners[row.component] for name, row in STRATEGIES.items() if row.component}
 
 
 # ---------------------------------------------------------------------- reordering
@@ -95,15 +75,15 @@ def table_class(base: type[T], component: str, module: str, use: str) -> type[T]
     and of the row's ``option_model``, named ``component``, documented by
     :func:`component_doc` (``use``: how the framework calls it), with the row as ``row``
     and its name as ``strategy_name`` (the record's ``strategy``)."""
-    row = component_row(component)
+    row = component_named(component).row
     namespace = {
         "__module__": module,
-        "__qualname__": row.component,
+        "__qualname__": component,
         "__doc__": component_doc(row, use),
         "row": row,
         "strategy_name": row.name,
     }
-    made: type[T] = type(row.component, (base, row.option_model), namespace)
+    made: type[T] = type(component, (base, row.option_model), namespace)
     return made
 
 
@@ -115,20 +95,22 @@ def component_doc(row: StrategySpec, use: str) -> str:
     row's ``option_model``) and the record extras.
     """
     function = row.function.__name__
+    made = component_of(row.name)
+    record_keys = made.record_keys if made is not None else {}
     summary = (row.function.__doc__ or row.summary).strip().split("\n\n")[0]
     lines = [
         f"{row.summary[:1].upper()}{row.summary[1:]}: ``rag_position.strategies.{function}``.",
         "",
         " ".join(summary.split()),
         "",
-        use.format(name=row.component),
+        use.format(name=made.name if made is not None else row.name),
         "",
         "Options (the core function's keywords; ``scorer=`` is the model that scores):",
         "",
     ]
     for name, info in row.option_model.model_fields.items():
         lines.append(f"- ``{name}`` (default ``{info.default!r}``): {info.description}")
-    extras = ", ".join(f"``{k}``" for k in row.record_keys) or "none"
+    extras = ", ".join(f"``{k}``" for k in record_keys) or "none"
     lines += ["", f"Record extras (besides ``{'``, ``'.join(RECORD_KEYS)}``): {extras}."]
     return "\n".join(lines)
 
@@ -147,12 +129,14 @@ def reordering(
     the order then lists the kept passages only.
     """
     n = len(passages)
-    if n < 2 or row.record is None:
-        unscored = [copy.deepcopy(dict(row.record_keys)) for _ in range(n)]  # none shared
+    made = component_of(row.name)
+    if n < 2 or made is None or made.record is None:
+        keys = made.record_keys if made is not None else {}
+        unscored = [copy.deepcopy(dict(keys)) for _ in range(n)]  # none shared
         return _reordering(n, list(range(n)), None, unscored)
     models = (_scorer(scorer),) if "scorer" in row.needs else ()
     result = row.function(question, passages, *models, **options)
-    scores, extras = row.record(result)
+    scores, extras = made.record(result)
     return _reordering(n, result.order, scores, extras, selects=row.selects)
 
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag_position._integration.components import COMPONENT_TABLE, component_of
 from rag_position.models.lazy import LazyModel
-from rag_position.strategies import STRATEGIES, StrategySpec, sandwich
+from rag_position.strategies import StrategySpec
 from rag_position.tuned import (
     TunedChoice,
     TunedLike,
@@ -62,7 +63,7 @@ def check_tuned_strategy(choice: TunedChoice, strategy: Any) -> None:
 
 
 def _component_of(row: StrategySpec) -> str:
-    if row.answers or row.sandwich or row.function is sandwich:
+    if row.answers or row.sandwich:
         what = "answers the question" if row.answers else "rewrites the prompt (query sandwich)"
         raise ValueError(
             f"the tuned strategy {row.name!r} {what}, which a reordering component cannot "
@@ -70,11 +71,12 @@ def _component_of(row: StrategySpec) -> str:
         )
     if row.name == "retriever":
         return GIVEN_ORDER
-    if row.component:
-        return row.component
-    for owner in STRATEGIES.values():  # convex_score_profile: ConvexScoreReorder
-        if owner.function is row.function and owner.component and not owner.fixed:
-            return owner.component
+    own = component_of(row.name)
+    if own is not None:
+        return own.name
+    for owner in COMPONENT_TABLE:  # convex_score_profile: ConvexScoreReorder
+        if owner.row.function is row.function:
+            return owner.name
     raise ValueError(f"the tuned strategy {row.name!r} has no reordering component")
 
 
@@ -151,7 +153,7 @@ def build_tuned(
     options: Mapping[str, Any] | None = None,
 ) -> Any:
     """Both frameworks' ``from_tuned``: the component the tuned file's row names
-    (``StrategySpec.component``, or ``GivenOrder`` for the retriever), looked up in
+    (:mod:`.components`, or ``GivenOrder`` for the retriever), looked up in
     ``components`` (the framework module's namespace, where every row's component is
     defined), built with the file's options and the caller's (:func:`tuned_component`).
     A scorer other than the file's is checked against the file's model name once loaded.

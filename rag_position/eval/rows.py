@@ -32,6 +32,12 @@ GOLD_ALONE = "gold_alone"
 FRAMEWORK_ROWS = ("langchain_reorder", "llamaindex_reorder")
 """LangChain's and LlamaIndex's ``LongContextReorder``, run where the package is installed."""
 
+SEED_GROUPS = {"convex_score_profile": "convex_score", "convex_score_sandwich": "convex_score"}
+"""Row -> the row whose per-question seed it shares (the ConvexScore variants score the
+same prompts, so they differ only in placement or prompt: a paired comparison)."""
+NOT_COMPARED = ("profile",)
+"""Strategy rows ``compare`` runs only when named (the profile row's relevance is a choice)."""
+
 PROFILE = "profile"
 """The option (``profile=``, ``--profile``) that gives the profile rows their profile."""
 PROFILE_ROWS = tuple(name for name, spec in STRATEGIES.items() if PROFILE in spec.requires)

@@ -31,7 +31,13 @@ from rag_position.eval.attention_sort import attention_strategies
 from rag_position.eval.common import EvalConfigError, Prepared, gold_info
 from rag_position.eval.lingua import lingua_strategies
 from rag_position.eval.peers import PEER_ROWS, peer_strategies
-from rag_position.eval.rows import FRAMEWORK_ROWS, GOLD_ALONE, RETRIEVER
+from rag_position.eval.rows import (
+    FRAMEWORK_ROWS,
+    GOLD_ALONE,
+    NOT_COMPARED,
+    RETRIEVER,
+    SEED_GROUPS,
+)
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 from rag_position.strategies import registry
@@ -144,8 +150,9 @@ def available_strategies(
     """What ``compare`` runs when no strategies are named, in its report's order.
 
     The retriever's order, the eval's own orders, the installed frameworks' reorders,
-    then every row of the strategy table marked ``compared``. ``options[name]`` are
-    passed to a table row on every call.
+    then every row of the strategy table but those in
+    :data:`~rag_position.eval.rows.NOT_COMPARED`. ``options[name]`` are passed to a table
+    row on every call.
 
     Example:
         >>> found = available_strategies({"medoid": {"n_orders": 5}})
@@ -157,7 +164,7 @@ def available_strategies(
     return {
         name: strategy
         for name, strategy in _every_strategy(options).items()
-        if (not isinstance(strategy, TableStrategy) or strategy.spec.compared)
+        if (not isinstance(strategy, TableStrategy) or name not in NOT_COMPARED)
         and name not in PEER_ROWS  # the peers run when named (llm_rerank generates)
     }
 
@@ -342,9 +349,10 @@ def _moved(instance: QAInstance, position: int) -> list[Passage]:
 
 
 def seed_name(strategy: str) -> str:
-    """The name a strategy's per-instance seed is derived from: its row's ``seed_group``
-    (the ConvexScore variants use ``convex_score``'s base order, so they differ only in
-    placement or prompt, a paired comparison, and share its scoring), else itself.
+    """The name a strategy's per-instance seed is derived from: its group in
+    :data:`~rag_position.eval.rows.SEED_GROUPS` (the ConvexScore variants use
+    ``convex_score``'s base order, so they differ only in placement or prompt, a paired
+    comparison, and share its scoring), else itself.
 
     Example:
         >>> seed_name("convex_score_profile"), seed_name("likelihood_selection")
@@ -353,8 +361,7 @@ def seed_name(strategy: str) -> str:
         'convex_score'
     """
     base = strategy.split(":", 1)[0].strip()
-    row = registry.STRATEGIES.get(base)
-    return row.seed_group if row is not None and row.seed_group else base
+    return SEED_GROUPS.get(base, base)
 
 
 class SharedScoring:

@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rag_position._integration.components import component_of, strategy_components
 from rag_position._jsonfile import check_output_file
 from rag_position.eval.common import EvalConfigError, check_questions
 from rag_position.eval.compare import compare_section
@@ -294,9 +295,9 @@ def check_candidates(strategies: Sequence[str] | None) -> list[str]:
         if row is None:
             raise EvalConfigError(
                 f"--strategies: unknown {base!r}; candidates are rows of the strategy table: "
-                f"{', '.join(n for n, r in STRATEGIES.items() if r.component and not r.answers)}"
+                f"{', '.join(strategy_components())}"
             )
-        if row.answers or not (row.component or base == RETRIEVER):
+        if row.answers or not (component_of(base) or base == RETRIEVER):
             raise EvalConfigError(
                 f"--strategies: {name}: not an ordering; tune chooses what a retriever or "
                 "postprocessor returns (not rows that answer, nor query-aware prompts)"

@@ -13,45 +13,22 @@ both framework integrations. The result types are exported by
 
 from __future__ import annotations
 
+from rag_position.strategies import registry
 from rag_position.strategies._align import StrategyError
-from rag_position.strategies._convex_score import convex_score
-from rag_position.strategies._edge_reorder import edge_reorder
-from rag_position.strategies._fact import (
-    embedding_retrieve,
-    fact,
-    needle_retrieve,
-)
-from rag_position.strategies._likelihood_selection import likelihood_selection
-from rag_position.strategies._medoid_vote import medoid_vote
-from rag_position.strategies._passage_likelihood import passage_likelihood
-from rag_position.strategies._profile_reorder import profile_reorder
+from rag_position.strategies._fact import embedding_retrieve, needle_retrieve
 from rag_position.strategies._question_likelihood import question_likelihood
-from rag_position.strategies._recite_then_solve import recite_then_solve
-from rag_position.strategies._sandwich import sandwich, sandwich_prompt
-from rag_position.strategies._select_and_place import select_and_place
+from rag_position.strategies._sandwich import sandwich_prompt
 from rag_position.strategies.profiles import PositionProfile, estimate_profile
-from rag_position.strategies.registry import STRATEGIES, StrategySpec, get_strategy
+from rag_position.strategies.registry import *  # noqa: F403 (the table and its rows' functions)
 from rag_position.strategies.results import *  # noqa: F403 (the result types: importable here too)
 
 __all__ = [
-    "STRATEGIES",
     "PositionProfile",
     "StrategyError",
-    "StrategySpec",
-    "convex_score",
-    "edge_reorder",
     "embedding_retrieve",
     "estimate_profile",
-    "fact",
-    "get_strategy",
-    "likelihood_selection",
-    "medoid_vote",
     "needle_retrieve",
-    "passage_likelihood",
-    "profile_reorder",
     "question_likelihood",
-    "recite_then_solve",
-    "sandwich",
     "sandwich_prompt",
-    "select_and_place",
 ]
+__all__ += registry.__all__  # the table and every row's function: a new row exports its own

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel
 
@@ -67,7 +67,7 @@ from rag_position.strategies._edge_reorder import edge_reorder
 from rag_position.strategies._fact import fact
 from rag_position.strategies._likelihood_selection import likelihood_selection
 from rag_position.strategies._medoid_vote import medoid_vote
-from rag_position.strategies._options import option_model
+from rag_position.strategies._options import opt, option_model
 from rag_position.strategies._passage_likelihood import passage_likelihood
 from rag_position.strategies._profile_reorder import profile_reorder
 from rag_position.strategies._recite_then_solve import recite_then_solve
@@ -75,49 +75,26 @@ from rag_position.strategies._sandwich import sandwich, sandwich_prompt
 from rag_position.strategies._select_and_place import select_and_place
 from rag_position.strategies.profiles import check_placement
 
+__all__ = [  # the table, and every row's public function (rag_position.strategies exports them)
+    "STRATEGIES",
+    "StrategySpec",
+    "convex_score",
+    "edge_reorder",
+    "fact",
+    "get_strategy",
+    "likelihood_selection",
+    "medoid_vote",
+    "passage_likelihood",
+    "profile_reorder",
+    "recite_then_solve",
+    "sandwich",
+    "select_and_place",
+]
+
 Role = Literal["scorer", "generator", "embedder"]
 _ROLES: tuple[Role, ...] = ("scorer", "generator", "embedder")
+PROFILE = "profile"
 _NOT_OPTIONS = frozenset({"question", "passages", "passages_or_context", "seed", *_ROLES})
-
-Record = tuple[Sequence[float | None] | None, list[dict[str, Any]]]
-"""Per input passage: its score (``None`` for none) and the extras of its metadata record."""
-
-
-def _likelihood_record(result: Any) -> Record:
-    """Every passage: the winning order's mean log-likelihood."""
-    n = len(result.order)
-    best = None if result.best is None else float(result.scores[result.best])
-    return [best] * n, [{"question_loglik": best} for _ in range(n)]
-
-
-def _gold_record(result: Any, gold: int | None) -> Record:
-    """Each passage's own score; ``gold`` marks the candidate."""
-    return list(result.scores) or None, [{"gold": i == gold} for i in range(len(result.order))]
-
-
-def _convex_record(result: Any) -> Record:
-    return _gold_record(result, result.gold)
-
-
-def _passage_record(result: Any) -> Record:
-    return _gold_record(result, result.details["gold"])
-
-
-def _selection_record(result: Any) -> Record:
-    """Each passage's own score; its rank by likelihood and share of the posterior; the
-    input positions of the dropped passages (most likely first) on every kept one."""
-    ranked = result.details["ranked"]
-    rank = {d: r for r, d in enumerate(ranked)}
-    dropped = list(result.details["dropped"])
-    extras = [
-        {
-            "likelihood_rank": rank[i],
-            "posterior": float(result.details["posterior"][i]),
-            "dropped": list(dropped),  # each record its own list
-        }
-        for i in range(len(ranked))
-    ]
-    return list(result.scores) or None, extras
 
 
 def _check_placed(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,34 +120,46 @@ def given_order(question: str, passages: Sequence[Any]) -> OrderingResult[Any]:
     return unchanged(check_passages(passages))
 
 
+def convex_score_sandwich(
+    question: str,
+    passages: Sequence[Any],
+    scorer: Scorer,
+    *,
+    chat: Annotated[
+        bool, opt("Render the query sandwich as a chat user turn (see sandwich_prompt).")
+    ] = False,
+    seed: int = 0,
+    **options: Any,
+) -> OrderingResult[Any]:
+    """ConvexScore's order (:func:`convex_score` with ``options``), answered with the query
+    sandwich of that order (:func:`sandwich_prompt`) as ``result.prompt``."""
+    result = convex_score(question, passages, scorer, seed=seed, **options)
+    if not result.passages:
+        return result
+    return replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
+
+
 @dataclass(frozen=True)
 class StrategySpec:
     """One row of the strategy table: call it like the function it names.
 
-    ``needs``: the models the function takes, in its positional order after the
-    passages (``uses``: ones it takes when given, by keyword). ``fixed``: options
-    the name sets (``convex_score_profile`` places by the profile); ``requires``:
-    options a caller must give; ``passes_to``: the function that takes the row's
-    further options (``profile`` hands them to ConvexScore, with
-    ``relevance="convex_score"``).
-    ``sandwich``: the row answers with the query-aware prompt of its order (it
-    takes ``chat=``). ``compared``: ``eval compare`` runs it when no
-    ``--strategies`` are named.
+    ``function``: the public function the row calls. ``fixed``: options the name sets
+    (``convex_score_profile`` places by the profile); ``passes_to``: the function that
+    takes the row's further options (``profile`` hands them to ConvexScore, with
+    ``relevance="convex_score"``). ``answers``: the row answers by itself (an
+    :class:`~rag_position.strategies.AnswerResult`). ``selects``: the row may drop
+    passages (``result.passages`` is a subset, in a new order;
+    ``result.details["dropped"]`` lists the rest), where every other ordering row
+    returns a permutation. ``check``: the construction-time check of the options (it
+    returns the options it resolved, e.g. a profile file read).
 
-    What the framework integrations build from the row: ``component``, the class
-    name of the reordering component both integrations derive from it (rows that
-    fix options, like ``passage_likelihood_profile``, share their base row's
-    component); ``record_keys``, the keys the row adds to the metadata record of
-    each reordered passage, with their values when nothing is scored (fewer than two
-    passages); ``record``, a function of the result giving each input passage's
-    score and extras; ``check``, the construction-time check of a component's
-    options (it returns the options it resolved, e.g. a profile file read);
-    :attr:`option_model`, the component's pydantic options, generated from the
-    function's annotated signature. ``seed_group``: the row whose per-question seed
-    it shares in the eval (the ConvexScore variants score the same prompts).
-    ``selects``: the row may drop passages (``result.passages`` is a subset, in a new
-    order; ``result.details["dropped"]`` lists the rest), where every other row
-    returns a permutation.
+    Derived from the function's signature: :attr:`needs` (the models it takes, in its
+    positional order after the passages), :attr:`uses` (ones it takes when given, by
+    keyword), :attr:`requires` (options a caller must give), :attr:`options` and
+    :attr:`option_model` (its pydantic options). The framework integrations' facts (the
+    component's class name, its metadata record) are their own table,
+    ``rag_position._integration.components``; the eval's (seed groups, what ``compare``
+    runs by default) are in ``rag_position.eval.rows``.
 
     Example:
         >>> spec = STRATEGIES["edge"]
@@ -178,27 +167,18 @@ class StrategySpec:
         ['a', 'c', 'b']
         >>> spec.answers, sorted(spec.options)
         (False, ['mode', 'scores', 'top_k', 'word_count_threshold'])
-        >>> STRATEGIES["medoid"].defaults["n_orders"]
-        3
+        >>> STRATEGIES["medoid"].defaults["n_orders"], STRATEGIES["medoid"].needs
+        (3, ('generator', 'embedder'))
     """
 
     name: str
     function: Callable[..., Any]
-    needs: tuple[Role, ...] = ()
-    uses: tuple[Role, ...] = ()
+    summary: str = ""
     fixed: Mapping[str, Any] = field(default_factory=dict)
-    requires: tuple[str, ...] = ()
     passes_to: Callable[..., Any] | None = None
     answers: bool = False
-    sandwich: bool = False
-    compared: bool = True
-    summary: str = ""
-    component: str = ""
-    record_keys: Mapping[str, Any] = field(default_factory=dict)
-    record: Callable[[Any], Record] | None = None
-    check: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
-    seed_group: str = ""
     selects: bool = False
+    check: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
     @cached_property
     def _parameters(self) -> dict[str, inspect.Parameter]:
@@ -214,6 +194,37 @@ class StrategySpec:
                     found[p.name] = p
         return found
 
+    @cached_property
+    def _roles(self) -> dict[Role, bool]:
+        """The model roles the function takes -> whether it must be given (positional)."""
+        return {
+            p.name: p.default is inspect.Parameter.empty and p.kind != p.KEYWORD_ONLY
+            for p in inspect.signature(self.function).parameters.values()
+            if p.name in _ROLES
+        }
+
+    @property
+    def needs(self) -> tuple[Role, ...]:
+        """The models the function takes, in its positional order after the passages."""
+        return tuple(role for role, given in self._roles.items() if given)
+
+    @property
+    def uses(self) -> tuple[Role, ...]:
+        """The models the function takes when given (by keyword)."""
+        return tuple(role for role, given in self._roles.items() if not given)
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The options a caller must give: ``profile`` where the row places by one."""
+        own = inspect.signature(self.function).parameters.get(PROFILE)
+        needed = own is not None and own.default is inspect.Parameter.empty
+        return (PROFILE,) if needed or self.fixed.get("placement") == PROFILE else ()
+
+    @property
+    def sandwich(self) -> bool:
+        """The row answers with the query-aware prompt of its order (it takes ``chat=``)."""
+        return "chat" in self._parameters
+
     @property
     def takes_question(self) -> bool:
         return "question" in inspect.signature(self.function).parameters
@@ -221,8 +232,7 @@ class StrategySpec:
     @property
     def options(self) -> frozenset[str]:
         """The options a caller may set (the function's keywords, less what the name fixes)."""
-        extra = {"chat"} if self.sandwich else set()
-        return frozenset(set(self._parameters) - set(self.fixed) | extra)
+        return frozenset(set(self._parameters) - set(self.fixed))
 
     @cached_property
     def option_model(self) -> type[BaseModel]:
@@ -233,7 +243,7 @@ class StrategySpec:
         inherit it.
         """
         functions = [f for f in (self.passes_to, self.function) if f is not None]
-        name = (self.component or self.name.title().replace("_", "")) + "Options"
+        name = self.name.title().replace("_", "") + "Options"
         doc = f"The options of ``{self.name}`` ({self.function.__name__})."
         # a component's seed is its own option (the eval derives one per question instead)
         exclude = {*_NOT_OPTIONS, *self.fixed, "scores"} - {"seed"}
@@ -261,8 +271,6 @@ class StrategySpec:
             for name, p in self._parameters.items()
             if name not in self.fixed and p.default is not inspect.Parameter.empty
         }
-        if self.sandwich:
-            found["chat"] = False
         return found
 
     def _check_fixed(self, options: Mapping[str, Any]) -> None:
@@ -316,7 +324,6 @@ class StrategySpec:
         for role in self.needs:
             if models[role] is None:
                 raise ValueError(f"strategy {self.name!r} needs a {role}: pass {role}=")
-        chat = bool(options.pop("chat", False)) if self.sandwich else False
         kwargs: dict[str, Any] = {**options, **self.fixed}
         kwargs.update({role: models[role] for role in self.uses if models[role] is not None})
         if "seed" in inspect.signature(self.function).parameters:
@@ -325,8 +332,6 @@ class StrategySpec:
         result: OrderingResult[Any] | AnswerResult = self.function(
             *lead, passages, *(models[role] for role in self.needs), **kwargs
         )
-        if self.sandwich and isinstance(result, OrderingResult) and result.passages:
-            result = replace(result, prompt=sandwich_prompt(question, result.passages, chat=chat))
         return result
 
 
@@ -345,117 +350,79 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
             StrategySpec(
                 "likelihood_selection",
                 likelihood_selection,
-                needs=("scorer",),
-                component="LikelihoodReorder",
-                record_keys=MappingProxyType({"question_loglik": None}),
-                record=_likelihood_record,
                 summary="the candidate order whose prompt makes the question most likely",
             ),
             StrategySpec(
                 "convex_score",
                 convex_score,
-                needs=("scorer",),
                 summary="ConvexScore's gold candidate first",
-                component="ConvexScoreReorder",
-                record_keys=MappingProxyType({"gold": False}),
-                record=_convex_record,
                 check=_check_convex,
             ),
             StrategySpec(
                 "convex_score_profile",
                 convex_score,
-                needs=("scorer",),
-                seed_group="convex_score",
                 fixed=MappingProxyType({"placement": "profile"}),
-                requires=("profile",),
                 summary="ConvexScore's ranking placed down the model's position profile",
             ),
             StrategySpec(
                 "passage_likelihood",
                 passage_likelihood,
-                needs=("scorer",),
                 summary="the passage that alone makes the question most likely, first",
-                component="PassageLikelihoodReorder",
-                record_keys=MappingProxyType({"gold": False}),
-                record=_passage_record,
                 check=_check_placed,
             ),
             StrategySpec(
                 "passage_likelihood_profile",
                 passage_likelihood,
-                needs=("scorer",),
-                component="PassageLikelihoodReorder",
                 fixed=MappingProxyType({"placement": "profile"}),
-                requires=("profile",),
                 summary="passages ranked by their own question likelihood, down the profile",
             ),
             StrategySpec(
                 "select_and_place",
                 select_and_place,
-                needs=("scorer",),
                 selects=True,
                 summary="the passages likeliest to answer, the rest dropped, the best last",
-                component="SelectAndPlace",
-                record_keys=MappingProxyType(
-                    {"likelihood_rank": 0, "posterior": 1.0, "dropped": []}
-                ),
-                record=_selection_record,
                 check=_check_placed,
             ),
             StrategySpec(
                 "select_and_place_profile",
                 select_and_place,
-                needs=("scorer",),
                 selects=True,
-                component="SelectAndPlace",
                 fixed=MappingProxyType({"placement": "profile"}),
-                requires=("profile",),
                 summary="the passages likeliest to answer, down the position profile",
             ),
             StrategySpec(
                 "edge",
                 edge_reorder,
                 summary="most relevant at the edges (LongContextReorder)",
-                component="EdgeReorder",
             ),
             StrategySpec("sandwich", sandwich, summary="the question before and after"),
             StrategySpec(
                 "convex_score_sandwich",
-                convex_score,
-                needs=("scorer",),
-                seed_group="convex_score",
-                sandwich=True,
+                convex_score_sandwich,
+                passes_to=convex_score,
                 summary="ConvexScore's order in the query sandwich",
             ),
             StrategySpec(
                 "profile",
                 profile_reorder,
-                uses=("scorer",),
-                requires=("profile",),
                 passes_to=convex_score,
-                compared=False,
-                component="ProfileReorder",
-                record_keys=MappingProxyType({"relevance": "order"}),
                 summary="most relevant at the profile's best position",
             ),
             StrategySpec(
                 "fact",
                 fact,
-                needs=("generator",),
                 answers=True,
                 summary="FACT: find facts, rewrite the context, repeat; then answer",
             ),
             StrategySpec(
                 "recite",
                 recite_then_solve,
-                needs=("generator",),
                 answers=True,
                 summary="recite the evidence, then answer from it alone",
             ),
             StrategySpec(
                 "medoid",
                 medoid_vote,
-                needs=("generator", "embedder"),
                 answers=True,
                 summary="the medoid of answers over permuted contexts",
             ),

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag_position._integration import METADATA_KEY, RECORD_KEYS
+from rag_position._integration import METADATA_KEY, RECORD_KEYS, record_keys
 from rag_position.strategies import STRATEGIES, PositionProfile
 from rag_position.strategies._base import own_score
 from rag_position.testing.conformance_checks import (
@@ -70,7 +70,7 @@ PROFILES: list[Any] = [
 def record_of(component: type) -> tuple[str, frozenset[str]]:
     """The ``strategy`` a component class writes in its record, and the record's keys."""
     strategy: str = component.strategy_name  # type: ignore[attr-defined]
-    return strategy, frozenset({*RECORD_KEYS, *STRATEGIES[strategy].record_keys})
+    return strategy, frozenset({*RECORD_KEYS, *record_keys(strategy)})
 
 
 def needs(name: str) -> tuple[bool, bool]:
@@ -184,6 +184,10 @@ def v(
         takes=takes, fixed=fixed, scores=scores, all_scores=all_scores, own_scores=own_scores
     )
 
+
+DEFAULT_TAKES = ("seed", "metadata_key")
+"""What a component without its own entry in :data:`COMPONENT_VARIANTS` is drawn with:
+those of these options it takes (the rest at their defaults)."""
 
 COMPONENT_VARIANTS: dict[str, dict[str, Case]] = {
     "likelihood_selection": {
@@ -397,7 +401,8 @@ class ComponentConformance(ReordererConformance):
         for cls, like in classes.items():
             record = record_of(like)
             scores = needs(record[0])[0]
-            for suffix, variant in COMPONENT_VARIANTS[record[0]].items():
+            default = {"": v(*(k for k in DEFAULT_TAKES if k in _fields(cls)))}
+            for suffix, variant in COMPONENT_VARIANTS.get(record[0], default).items():
                 extra = tuple(k for k in ("replace_score", "use_scores") if k in _fields(cls))
                 cases[cls.__name__ + suffix] = replace(
                     variant,

@@ -16,21 +16,14 @@ Reordering components write ``metadata[METADATA_KEY]`` on copies of the document
 
 from __future__ import annotations
 
+from langchain_rag_position import compressors
 from langchain_rag_position._adapters import (
     METADATA_KEY,
     LangChainEmbedder,
     LangChainGenerator,
 )
 from langchain_rag_position.chat_models import ChatRagPosition
-from langchain_rag_position.compressors import (
-    ConvexScoreReorder,
-    EdgeReorder,
-    LikelihoodReorder,
-    PassageLikelihoodReorder,
-    ProfileReorder,
-    SelectAndPlace,
-    from_tuned,
-)
+from langchain_rag_position.compressors import *  # noqa: F403 (every reordering compressor)
 from langchain_rag_position.document_transformers import EdgeReorderTransformer
 from langchain_rag_position.embeddings import RagPositionEmbeddings
 from langchain_rag_position.retrievers import PositionAwareRetriever
@@ -45,21 +38,15 @@ from rag_position.strategies import PositionProfile
 __all__ = [
     "METADATA_KEY",
     "ChatRagPosition",
-    "ConvexScoreReorder",
-    "EdgeReorder",
     "EdgeReorderTransformer",
     "FactRewriter",
     "LangChainEmbedder",
     "LangChainGenerator",
-    "LikelihoodReorder",
     "MedoidVoting",
-    "PassageLikelihoodReorder",
     "PositionAwareRetriever",
     "PositionProfile",
-    "ProfileReorder",
     "QuerySandwich",
     "RagPositionEmbeddings",
     "ReciteThenSolve",
-    "SelectAndPlace",
-    "from_tuned",
 ]
+__all__ += compressors.__all__  # a new table component is exported by its one line there

@@ -14,12 +14,12 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_vali
 
 from langchain_rag_position import compressors
 from langchain_rag_position._adapters import check_query
-from rag_position._integration import check_tuned_strategy, component_rows
+from rag_position._integration import check_tuned_strategy, strategy_components
 from rag_position.strategies import STRATEGIES
 from rag_position.tuned import as_tuned
 
 COMPONENTS: dict[str, type[BaseDocumentCompressor]] = {
-    name: getattr(compressors, row.component) for name, row in component_rows().items()
+    name: getattr(compressors, made.name) for name, made in strategy_components().items()
 }
 """Strategy name -> compressor class, for ``PositionAwareRetriever(strategy=<name>)``: every
 row of the strategy table with a ``component`` (``passage_likelihood_profile`` builds

@@ -25,7 +25,7 @@ from langchain_rag_position._adapters import to_passage
 from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS
+from rag_position._integration import RECORD_KEYS, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, passage_likelihood
 
@@ -70,7 +70,7 @@ def check_record(out: Sequence[Document], docs: list[Document]) -> list[int]:
         record = d.metadata[METADATA_KEY]
         assert (
             set(record)
-            == {*RECORD_KEYS, *STRATEGIES["passage_likelihood"].record_keys}
+            == {*RECORD_KEYS, *record_keys("passage_likelihood")}
             == {
                 *RECORD_KEYS,
                 "gold",

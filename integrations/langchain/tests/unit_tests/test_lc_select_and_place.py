@@ -29,7 +29,7 @@ from langchain_rag_position.retrievers import COMPONENTS
 from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS
+from rag_position._integration import RECORD_KEYS, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, select_and_place
 
@@ -79,7 +79,7 @@ def check_record(out: Sequence[Document], docs: list[Document]) -> list[int]:
     """The one schema, each kept input once, shallow copies; returns the order kept."""
     order = [r["original_rank"] for r in records(out)]
     assert len(set(order)) == len(order) and all(0 <= i < len(docs) for i in order)
-    assert set(STRATEGIES["select_and_place"].record_keys) == {
+    assert set(record_keys("select_and_place")) == {
         "likelihood_rank",
         "posterior",
         "dropped",
@@ -364,7 +364,7 @@ def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(lc_mod
 
 # ---------------------------------------------------------------------- no shared lists
 def test_a_single_documents_record_does_not_alias_the_registry_default() -> None:
-    default = STRATEGIES["select_and_place"].record_keys["dropped"]
+    default = record_keys("select_and_place")["dropped"]
     out = SelectAndPlace(scorer=AloneScorer()).compress_documents(make_docs(1), QUESTION)
     assert out[0].metadata[METADATA_KEY]["dropped"] is not default
 

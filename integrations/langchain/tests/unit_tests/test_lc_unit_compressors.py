@@ -23,8 +23,8 @@ from langchain_rag_position import (
 from langchain_rag_position._adapters import to_passage
 from lc_testkit import QUESTION, FirstScorer, GoldScorer, make_docs
 
-from rag_position._integration import RECORD_KEYS
-from rag_position.strategies import STRATEGIES, convex_score, likelihood_selection
+from rag_position._integration import RECORD_KEYS, record_keys
+from rag_position.strategies import convex_score, likelihood_selection
 
 GOLD = "Paris is the capital of France."
 
@@ -59,7 +59,7 @@ def check_annotated(out: list[Document], docs: list[Document], strategy: str) ->
         record = d.metadata[METADATA_KEY]
         assert record["strategy"] == strategy and record["rank"] == rank
         # the one record schema of both integrations (rag_position._integration.reorder_record)
-        assert set(record) == {*RECORD_KEYS, *STRATEGIES[strategy].record_keys}
+        assert set(record) == {*RECORD_KEYS, *record_keys(strategy)}
     return order
 
 

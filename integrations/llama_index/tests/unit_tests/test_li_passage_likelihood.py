@@ -25,7 +25,7 @@ from llama_index.postprocessor.rag_position import (
 from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS
+from rag_position._integration import RECORD_KEYS, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, PositionProfile, passage_likelihood
 
@@ -77,7 +77,7 @@ def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> li
         record = n.node.metadata[METADATA_KEY]
         assert (
             set(record)
-            == {*RECORD_KEYS, *STRATEGIES["passage_likelihood"].record_keys}
+            == {*RECORD_KEYS, *record_keys("passage_likelihood")}
             == {
                 *RECORD_KEYS,
                 "gold",

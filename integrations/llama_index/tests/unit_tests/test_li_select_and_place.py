@@ -26,7 +26,7 @@ from llama_index.postprocessor.rag_position import (
 from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS
+from rag_position._integration import RECORD_KEYS, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, PositionProfile, select_and_place
 
@@ -85,7 +85,7 @@ def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> li
     """The one schema, each kept input once, new wrappers around copies; returns the order."""
     order = [r["original_rank"] for r in _records(out)]
     assert len(set(order)) == len(order) and all(0 <= i < len(nodes) for i in order)
-    assert set(STRATEGIES["select_and_place"].record_keys) == {
+    assert set(record_keys("select_and_place")) == {
         "likelihood_rank",
         "posterior",
         "dropped",
@@ -371,7 +371,7 @@ def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(li_mod
 
 # ---------------------------------------------------------------------- no shared lists
 def test_a_single_nodes_record_does_not_alias_the_registry_default() -> None:
-    default = STRATEGIES["select_and_place"].record_keys["dropped"]
+    default = record_keys("select_and_place")["dropped"]
     out = SelectAndPlace(scorer=AloneScorer()).postprocess_nodes(
         make_nodes(scores=[0.3]), query_str=QUESTION
     )

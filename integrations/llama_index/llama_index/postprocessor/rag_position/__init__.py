@@ -18,6 +18,7 @@ Example:
     >>> engine = index.as_query_engine(node_postprocessors=[ConvexScoreReorder(scorer="embedded")])
 """
 
+from llama_index.postprocessor.rag_position import base
 from llama_index.postprocessor.rag_position._nodes import METADATA_KEY
 from llama_index.postprocessor.rag_position.adapters import (
     LlamaIndexEmbedder,
@@ -29,15 +30,7 @@ from llama_index.postprocessor.rag_position.adapters import (
     resolve_generator,
     resolve_scorer,
 )
-from llama_index.postprocessor.rag_position.base import (
-    ConvexScoreReorder,
-    EdgeReorder,
-    LikelihoodReorder,
-    PassageLikelihoodReorder,
-    ProfileReorder,
-    SelectAndPlace,
-    from_tuned,
-)
+from llama_index.postprocessor.rag_position.base import *  # noqa: F403 (every reordering postprocessor)
 from llama_index.postprocessor.rag_position.query_engines import (
     FactQueryEngine,
     MedoidVotingQueryEngine,
@@ -52,24 +45,18 @@ from llama_index.postprocessor.rag_position.retriever import (
 __all__ = [
     "COMPONENTS",
     "METADATA_KEY",
-    "ConvexScoreReorder",
-    "EdgeReorder",
     "FactQueryEngine",
-    "LikelihoodReorder",
     "LlamaIndexEmbedder",
     "LlamaIndexGenerator",
     "MedoidVotingQueryEngine",
-    "PassageLikelihoodReorder",
     "PositionAwareRetriever",
-    "ProfileReorder",
     "QuerySandwichQueryEngine",
     "RagPositionEmbedding",
     "RagPositionLLM",
     "ReciteThenSolveQueryEngine",
-    "SelectAndPlace",
-    "from_tuned",
     "openai_scorer",
     "resolve_embedder",
     "resolve_generator",
     "resolve_scorer",
 ]
+__all__ += base.__all__  # a new table component is exported by its one line there

@@ -365,3 +365,14 @@ def from_tuned(
         globals(), tuned, scorer, trust_spec=trust_spec, options=options
     )
     return made
+
+
+__all__ = [  # GivenOrder (the tuned `retriever` row) stays importable from here only
+    "ConvexScoreReorder",
+    "EdgeReorder",
+    "LikelihoodReorder",
+    "PassageLikelihoodReorder",
+    "ProfileReorder",
+    "SelectAndPlace",
+    "from_tuned",
+]

@@ -12,12 +12,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.postprocessor.rag_position import base
 
-from rag_position._integration import check_tuned_strategy, component_rows
+from rag_position._integration import check_tuned_strategy, strategy_components
 from rag_position.strategies import STRATEGIES
 from rag_position.tuned import TunedLike, as_tuned
 
 COMPONENTS: Mapping[str, type[BaseNodePostprocessor]] = {
-    name: getattr(base, row.component) for name, row in component_rows().items()
+    name: getattr(base, made.name) for name, made in strategy_components().items()
 }
 """Strategy name -> postprocessor class, for ``PositionAwareRetriever(strategy=<name>)``:
 every row of the strategy table with a ``component`` (``passage_likelihood_profile``
