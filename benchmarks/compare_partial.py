@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import fmean
 
-from rag_position.eval.stats import bootstrap_ci
+from rag_position.eval.engine.stats import bootstrap_ci
 
 
 def main() -> None:

@@ -59,7 +59,7 @@ import psutil
 import torch
 
 from rag_position.data import QAInstance, place_gold
-from rag_position.eval.datasets import load_multidoc
+from rag_position.eval.tasks.datasets import load_multidoc
 from rag_position.models import find_backend, load_model
 from rag_position.strategies import convex_score, question_likelihood
 from rag_position.strategies._convex_score import (

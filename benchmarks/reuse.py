@@ -309,7 +309,7 @@ def dev_mode(args: argparse.Namespace) -> dict[str, Any]:
     ``select_and_place`` in float32 with the cache and without, question by question;
     on the first ``--bfloat16-questions`` of them, bfloat16 with and without the cache,
     each compared with float32 without it."""
-    from rag_position.eval.datasets import load_multidoc
+    from rag_position.eval.tasks.datasets import load_multidoc
 
     instances = load_multidoc(None, docs=10, questions=args.queries).instances
     queries: list[Query] = [(i.question, list(i.passages)) for i in instances]

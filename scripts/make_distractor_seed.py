@@ -18,7 +18,7 @@ import tempfile
 
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.data.builder import EMBEDDING_TEXT, SEED_DEPTH, InstanceBuilder, seed_path
-from rag_position.eval.datasets import LazyEmbedder
+from rag_position.eval.tasks.datasets import LazyEmbedder
 
 
 def main() -> None:
@@ -31,16 +31,16 @@ def main() -> None:
         for start in range(0, len(records), 100):
             chunk = list(range(start, min(start + 100, len(records))))
             try:
-                ranked.update(builder._rank(chunk, SEED_DEPTH + 1))
+                ranked.update(builder.rank(chunk, SEED_DEPTH + 1))
             except ValueError:
                 for i in chunk:
                     try:
-                        ranked.update(builder._rank([i], SEED_DEPTH + 1))
+                        ranked.update(builder.rank([i], SEED_DEPTH + 1))
                     except ValueError:
                         left_out.append(i)
         payload = {
             "format": 1,
-            "data_sha256": builder._data_hash,
+            "data_sha256": builder.data_hash,
             "embedder": builder.embedder_name,
             "embedding_text": EMBEDDING_TEXT,
             "k": SEED_DEPTH + 1,

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.data import packaged_data_dir
-from rag_position.eval.compare import PROFILE_ROWS
-from rag_position.eval.reference import REFERENCE_FILE
-from rag_position.eval.stats import paired
-from rag_position.eval.strategies import split_variant
+from rag_position.eval.engine.stats import paired
+from rag_position.eval.rows.catalog import split_variant
+from rag_position.eval.tasks.compare import PROFILE_ROWS
+from rag_position.eval.tasks.reference import REFERENCE_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "embedded:SmolLM2-135M-Instruct@float32"

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag_position.eval.stats import bootstrap_ci, sign_test
+from rag_position.eval.engine.stats import bootstrap_ci, sign_test
 
 FULL_PROMPT = (
     "retriever",

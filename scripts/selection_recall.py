@@ -18,9 +18,9 @@ import random
 from pathlib import Path
 
 from rag_position.data import place_gold
-from rag_position.eval.common import derive_seed
-from rag_position.eval.datasets import load_multidoc
-from rag_position.eval.peers import peer_strategies
+from rag_position.eval.engine.common import derive_seed
+from rag_position.eval.rows.peers import peer_strategies
+from rag_position.eval.tasks.datasets import load_multidoc
 
 
 def main() -> None:

@@ -143,7 +143,7 @@ def test_eval_counts_below_one_are_refused(
 
 def test_run_function_refuses_an_out_file_before_writing(tmp_path: Path) -> None:
     from rag_position.eval import run_kv
-    from rag_position.eval.common import EvalConfigError
+    from rag_position.eval.engine.common import EvalConfigError
 
     existing = tmp_path / "out.txt"
     existing.write_text("")

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from rag_position.eval.retrieval import DenseRetriever
+from rag_position.eval.tasks.retrieval import DenseRetriever
 from rag_position.passages import Passage
 
 pytestmark = pytest.mark.slow  # loads the embedded embedder (once per session)
@@ -33,7 +33,7 @@ CORPUS = [
     Passage("Photosynthesis turns light into chemical energy.", title=""),
 ]
 QUESTIONS = ["What is the capital of Germany?", "Who wrote Hamlet?"]
-LOGGER = "rag_position.eval.retrieval"
+LOGGER = "rag_position.eval.tasks.retrieval"
 
 
 class Counting:

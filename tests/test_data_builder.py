@@ -263,7 +263,7 @@ def test_passage_pickles_and_deep_copies() -> None:
 def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamespace) -> None:
     from importlib.metadata import version
 
-    from rag_position.eval.datasets import LazyEmbedder
+    from rag_position.eval.tasks.datasets import LazyEmbedder
     from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
 
     # the model and the package's version, not the install folder: a cache made in one
@@ -298,7 +298,7 @@ def test_packaged_rankings_are_the_computed_ones(
     """A fresh machine builds the default instances from the packaged rankings, without
     loading an embedder, and gets the distractors a computation gives (any --docs)."""
     from rag_position.data.builder import SEED_DEPTH, seed_path
-    from rag_position.eval.datasets import LazyEmbedder
+    from rag_position.eval.tasks.datasets import LazyEmbedder
 
     assert seed_path().is_file()
     lazy = LazyEmbedder()

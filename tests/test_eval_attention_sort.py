@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from rag_position.data import QAInstance
-from rag_position.eval.attention_sort import (
+from rag_position.eval.engine.common import EvalConfigError
+from rag_position.eval.rows.attention_sort import (
     ATTENTION_ROWS,
     AttentionSort,
     _document_spans,
     attention_received,
 )
-from rag_position.eval.common import EvalConfigError
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 
@@ -92,7 +92,7 @@ def test_a_remote_model_is_a_clear_error() -> None:
 
 
 def test_compare_names_the_problem_or_skips_the_row() -> None:
-    from rag_position.eval.compare import _choose
+    from rag_position.eval.tasks.compare import _choose
 
     class Ctx:
         scorer = None  # no --scorer: the model scores

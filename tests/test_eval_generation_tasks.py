@@ -19,7 +19,7 @@ from rag_position.data.synthetic import (
     make_varsum,
 )
 from rag_position.eval import EvalConfigError, run_length, run_multifact, run_voting
-from rag_position.eval.multifact import needle_values, precision, recall
+from rag_position.eval.tasks.multifact import needle_values, precision, recall
 
 FILLER = [
     "The river runs past the old mill. Farmers bring their grain in autumn. "

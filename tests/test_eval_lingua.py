@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rag_position.data import QAInstance
-from rag_position.eval.common import EvalConfigError
-from rag_position.eval.lingua import (
+from rag_position.eval.engine.common import EvalConfigError
+from rag_position.eval.rows.lingua import (
     LINGUA_ROWS,
     QUESTION_SUFFIX,
     LinguaStrategy,
@@ -100,7 +100,7 @@ def test_rows_refuse_a_model_without_local_weights() -> None:
 def test_compare_names_the_rows_problem_or_skips_them(tmp_path: Path) -> None:
     """Named with a remote model: a one-line error before any work; in the default set:
     left out, and the report says why."""
-    from rag_position.eval.compare import _choose
+    from rag_position.eval.tasks.compare import _choose
 
     class Ctx:
         scorer = None  # no --scorer: the model scores

@@ -10,19 +10,18 @@ import pytest
 
 from rag_position.data import QAInstance
 from rag_position.data.builder import EMBEDDING_TEXT
-from rag_position.eval.pair import ReaderScorer, scorer_metered
-from rag_position.eval.peers import (
+from rag_position.eval.engine.pair import ReaderScorer, scorer_metered
+from rag_position.eval.rows.peers import (
     EMBEDDINGS_FILTER_THRESHOLD,
     PEER_ROWS,
     EmbeddingsFilterStrategy,
     LLMRerankStrategy,
-    choose_threshold,
     embeddings_filter_installed,
     filter_embeddings,
     llm_rerank_installed,
     peer_strategies,
-    threshold_instances,
 )
+from rag_position.eval.rows.threshold import choose_threshold, threshold_instances
 from rag_position.passages import Passage
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa
 
@@ -83,7 +82,7 @@ def test_rows_are_those_installed() -> None:
 
 
 def test_no_rows_without_the_frameworks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag_position.eval import peers
+    from rag_position.eval.rows import peers
 
     monkeypatch.setattr(peers, "_has", lambda module: not module.startswith("llama_index"))
     assert tuple(peer_strategies()) == PEER_ROWS[:2]
@@ -137,9 +136,9 @@ def test_threshold_keeps_those_above_it_most_similar_first() -> None:
 
 def test_langchain_turns_k_none_into_its_default() -> None:
     """Pins the LangChain behaviour the threshold row's order comes from."""
-    from rag_position.eval.peers import _langchain_classes
+    from rag_position.eval.rows.peers import langchain_classes
 
-    embeddings_filter, _, _ = _langchain_classes()
+    embeddings_filter, _, _ = langchain_classes()
     built = embeddings_filter(embeddings=filter_embeddings(), k=None, similarity_threshold=0.5)
     assert built.k == 20 and built.similarity_threshold == 0.5
 
@@ -165,7 +164,7 @@ def test_threshold_can_keep_nothing_and_the_prompt_then_holds_no_passage() -> No
 @pytest.mark.slow
 def test_batched_similarities_are_the_filters() -> None:
     """choose_threshold embeds distinct texts in batches; the filter embeds per instance."""
-    from rag_position.eval.peers import all_similarities, similarities
+    from rag_position.eval.rows.threshold import all_similarities, similarities
 
     instances = [_instance(), _instance(TEXTS[2:], gold=0)]
     batched = all_similarities(instances)
@@ -187,10 +186,10 @@ def test_the_threshold_constant_is_what_the_function_chooses() -> None:
 def test_choose_threshold_maximises_youden_j_lowest_on_a_tie(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rag_position.eval import peers
+    from rag_position.eval.rows import threshold
 
     sims = {"a": [0.9, 0.3, 0.2], "b": [0.5, 0.6, 0.1]}  # gold first
-    monkeypatch.setattr(peers, "all_similarities", lambda insts: [sims[i.id] for i in insts])
+    monkeypatch.setattr(threshold, "all_similarities", lambda insts: [sims[i.id] for i in insts])
     instances = [
         QAInstance("q", ("x",), tuple(Passage(t) for t in "xyz"), gold_index=0, id=key)
         for key in sims
@@ -301,7 +300,7 @@ def test_llm_rerank_on_the_embedded_model_charges_the_scorer(embedded_fp32: Any)
 def test_docstring_examples() -> None:
     import doctest
 
-    from rag_position.eval import peers
+    from rag_position.eval.rows import peers
 
     result = doctest.testmod(peers, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 1 and result.failed == 0

@@ -21,8 +21,8 @@ from test_eval_runner import ScriptedScorer, write_gold_at_file
 
 from rag_position.data import packaged_data_dir
 from rag_position.eval import run_quick
-from rag_position.eval.reference import REFERENCE_FILE, REFERENCE_HEADER, load_reference
-from rag_position.eval.strategies import available_strategies
+from rag_position.eval.rows.catalog import available_strategies
+from rag_position.eval.tasks.reference import REFERENCE_FILE, REFERENCE_HEADER, load_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 

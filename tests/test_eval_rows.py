@@ -16,14 +16,20 @@ import ast
 from pathlib import Path
 
 from rag_position.eval import rows
-from rag_position.eval.attention_sort import ATTENTION_ROWS
-from rag_position.eval.lingua import LINGUA_ROWS
-from rag_position.eval.peers import PEER_ROWS
-from rag_position.eval.strategies import builtin_strategies
+from rag_position.eval.rows.attention_sort import ATTENTION_ROWS
+from rag_position.eval.rows.catalog import builtin_strategies
+from rag_position.eval.rows.lingua import LINGUA_ROWS
+from rag_position.eval.rows.peers import PEER_ROWS
 from rag_position.strategies import STRATEGIES
 
 EVAL = Path(__file__).resolve().parents[1] / "rag_position" / "eval"
-ROW_TABLE = {"rows.py", "strategies.py", "peers.py", "lingua.py", "attention_sort.py"}
+ROW_TABLE = {
+    "rows/__init__.py",
+    "rows/catalog.py",
+    "rows/peers.py",
+    "rows/lingua.py",
+    "rows/attention_sort.py",
+}
 """The row table itself and the modules that define rows of their own."""
 MARK = "# not a row"
 
@@ -62,8 +68,8 @@ def test_only_the_row_table_names_strategies() -> None:
     names = _row_names()
     assert {"retriever", "select_and_place", "random", "langchain_reorder", "direct"} <= names
     found = {
-        path.name: hits
-        for path in sorted(EVAL.glob("*.py"))
-        if path.name not in ROW_TABLE and (hits := _named(path, names))
+        str(path.relative_to(EVAL)): hits
+        for path in sorted(EVAL.rglob("*.py"))
+        if str(path.relative_to(EVAL)) not in ROW_TABLE and (hits := _named(path, names))
     }
-    assert not found, f"eval modules naming a strategy (move it to eval/rows.py): {found}"
+    assert not found, f"eval modules naming a strategy (move it to eval/rows/__init__.py): {found}"

@@ -28,9 +28,9 @@ from test_eval_runner import Scripted, write_gold_at_file
 import rag_position.eval.cli as eval_cli
 from rag_position.cli import main
 from rag_position.eval import EvalConfigError, run_compare, run_kv, run_multidoc
-from rag_position.eval.common import Decoding
-from rag_position.eval.marker import RUN_FILE, RunMarker, write_marker
-from rag_position.eval.session import open_context
+from rag_position.eval.engine.common import Decoding
+from rag_position.eval.engine.marker import RUN_FILE, RunMarker, write_marker
+from rag_position.eval.engine.session import open_context
 
 KV = {"pairs": 8, "questions": 1, "progress": False}
 
@@ -276,7 +276,7 @@ HOLDER = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_eval_runner import Scripted
-from rag_position.eval.session import open_context
+from rag_position.eval.engine.session import open_context
 ctx = open_context(Scripted(), {out!r})
 print("open", flush=True)
 sys.stdin.read()  # until the test closes its input

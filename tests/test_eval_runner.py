@@ -14,10 +14,10 @@ import pytest
 from rag_position.cost import Cost
 from rag_position.errors import DataFormatError
 from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
-from rag_position.eval.compare import run_compare
-from rag_position.eval.stats import bootstrap_ci
-from rag_position.eval.store import PredictionStore
-from rag_position.eval.strategies import available_strategies
+from rag_position.eval.engine.stats import bootstrap_ci
+from rag_position.eval.engine.store import PredictionStore
+from rag_position.eval.rows.catalog import available_strategies
+from rag_position.eval.tasks.compare import run_compare
 
 K = 10
 
@@ -285,7 +285,7 @@ def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: i
     """compare's langchain_reorder / llamaindex_reorder run the frameworks' own classes; their
     outputs equal our edge_reorder modes on the same inputs (CI installs both frameworks)."""
     from rag_position.data import QAInstance
-    from rag_position.eval.strategies import framework_strategies
+    from rag_position.eval.rows.catalog import framework_strategies
     from rag_position.passages import Passage
     from rag_position.strategies import edge_reorder
 
@@ -432,7 +432,7 @@ def test_bad_shards_are_refused(data: Path, tmp_path: Path, shard: tuple[int, in
 
 
 def test_cli_shard_values(tmp_path: Path) -> None:
-    from rag_position.eval.runner import parse_shard
+    from rag_position.eval.engine.shards import parse_shard
 
     assert parse_shard("2/4") == (2, 4)
     for text in ("2", "a/b", "5/4", "1/2/3", "-1/2"):
@@ -463,7 +463,7 @@ def test_strategy_variants_run_under_their_own_names_with_their_options(
 
 
 def test_strategy_variant_errors_name_the_problem(data: Path, tmp_path: Path) -> None:
-    from rag_position.eval.strategies import select_strategies, split_variant
+    from rag_position.eval.rows.catalog import select_strategies, split_variant
 
     assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == (
         "edge",
@@ -519,7 +519,7 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_variant_options_that_would_change_the_strategy_are_refused(
     data: Path, tmp_path: Path, profile: Path
 ) -> None:
-    from rag_position.eval.strategies import select_strategies, split_variant
+    from rag_position.eval.rows.catalog import select_strategies, split_variant
     from rag_position.strategies import STRATEGIES
     from rag_position.strategies.registry import strategy_options
 
@@ -546,7 +546,7 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
     data: Path, tmp_path: Path
 ) -> None:
     from rag_position.eval import run_quick
-    from rag_position.eval.quick import QUICK_STRATEGIES
+    from rag_position.eval.tasks.quick import QUICK_STRATEGIES
 
     model = ScriptedScorer()
     result = run_quick(model, data=data, questions=4, out=tmp_path / "q", progress=False)
@@ -567,9 +567,9 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
 
 
 def test_compare_refuses_a_narrowed_setting_outside_the_run(data: Path, tmp_path: Path) -> None:
-    from rag_position.eval.compare import compare_section
-    from rag_position.eval.datasets import load_multidoc
-    from rag_position.eval.session import open_context
+    from rag_position.eval.engine.session import open_context
+    from rag_position.eval.tasks.compare import compare_section
+    from rag_position.eval.tasks.datasets import load_multidoc
 
     ctx = open_context(Scripted(), tmp_path / "c", progress=False)
     dataset = load_multidoc(data, docs=K, questions=2)

@@ -11,8 +11,8 @@ from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.cost import Cost, record
 from rag_position.eval import EvalConfigError, run_open_domain
-from rag_position.eval.compare import run_compare
-from rag_position.eval.pair import ReaderScorer, scorer_metered, scoring_model
+from rag_position.eval.engine.pair import ReaderScorer, scorer_metered, scoring_model
+from rag_position.eval.tasks.compare import run_compare
 from rag_position.models.protocols import Span, SpanScore
 
 
@@ -139,8 +139,8 @@ def test_answer_in_context_is_whether_a_passage_given_holds_an_answer(k: int, he
     from types import SimpleNamespace
 
     from rag_position.data import QAInstance
-    from rag_position.eval.open_domain import _prepare
-    from rag_position.eval.strategies import select_strategies
+    from rag_position.eval.rows.catalog import select_strategies
+    from rag_position.eval.tasks.open_domain import _prepare
     from rag_position.passages import Passage
 
     instance = QAInstance(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_eval_runner import Scripted, write_gold_at_file
 
-from rag_position.eval.compare import run_compare
-from rag_position.eval.stats import paired, sign_test
+from rag_position.eval.engine.stats import paired, sign_test
+from rag_position.eval.tasks.compare import run_compare
 from rag_position.models.protocols import Span, SpanScore
 
 
@@ -96,7 +96,7 @@ def test_paired_counts_only_the_instances_both_answered() -> None:
 def test_open_domain_reads_with_selection_and_scores_each_chunk_once(
     data: Path, tmp_path: Path
 ) -> None:
-    from rag_position.eval.open_domain import run_open_domain
+    from rag_position.eval.tasks.open_domain import run_open_domain
 
     class CountingGold(GoldScorer):
         def __init__(self) -> None:

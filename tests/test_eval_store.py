@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rag_position.errors import DataFormatError
-from rag_position.eval.store import PredictionStore
+from rag_position.eval.engine.store import PredictionStore
 
 
 def _row(instance: str, prediction: str, seconds: float) -> str:

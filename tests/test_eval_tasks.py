@@ -10,10 +10,10 @@ import pytest
 from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.eval import EvalConfigError
-from rag_position.eval.gauge import run_gauge
-from rag_position.eval.kv import generate_kv, kv_positions, run_kv
-from rag_position.eval.open_domain import run_open_domain
-from rag_position.eval.swim import run_swim
+from rag_position.eval.tasks.gauge import run_gauge
+from rag_position.eval.tasks.kv import generate_kv, kv_positions, run_kv
+from rag_position.eval.tasks.open_domain import run_open_domain
+from rag_position.eval.tasks.swim import run_swim
 from rag_position.models.protocols import Span, SpanScore
 
 

@@ -19,7 +19,8 @@ from rag_position._integration import component_of
 from rag_position.cli import main
 from rag_position.eval import EvalConfigError, run_tune
 from rag_position.eval.cli import tune_paths
-from rag_position.eval.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candidates, choose
+from rag_position.eval.tasks.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candidates
+from rag_position.eval.tasks.tune_choice import choose
 from rag_position.models.loading import spec_of
 from rag_position.strategies import STRATEGIES
 
@@ -172,7 +173,7 @@ def test_the_tuned_file_is_written_while_the_run_holds_its_folder(
 
     out = tmp_path / "run"
     probe = (
-        "import sys; from rag_position.eval.folder_lock import check_folder_free\n"
+        "import sys; from rag_position.eval.engine.folder_lock import check_folder_free\n"
         "try:\n    check_folder_free(sys.argv[1])\nexcept Exception:\n    sys.exit(3)\n"
     )
     held: list[int] = []

@@ -1,4 +1,4 @@
-"""``workers``: a local model's chunks in forked processes (``rag_position.eval._workers``).
+"""``workers``: a local model's chunks in forked processes (``rag_position.eval.engine._workers``).
 
 The embedded model in two workers writes the records one process on one thread writes,
 from processes other than the test's; a failing or dying worker stops the run with the
@@ -26,10 +26,10 @@ from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.cost import Cost
 from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
-from rag_position.eval._workers import _weights_bytes, auto_workers, can_fork, check_workers
-from rag_position.eval.common import Key, Prepared
-from rag_position.eval.runner import Job, run_jobs
-from rag_position.eval.store import PredictionStore
+from rag_position.eval.engine._workers import _weights_bytes, auto_workers, can_fork, check_workers
+from rag_position.eval.engine.common import Key, Prepared
+from rag_position.eval.engine.runner import Job, run_jobs
+from rag_position.eval.engine.store import PredictionStore
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="workers need fork (Linux)")
 

@@ -17,7 +17,7 @@ import pytest
 
 from rag_position.errors import ModelSpecError
 from rag_position.eval import run_multidoc
-from rag_position.eval.common import answer_stop
+from rag_position.eval.engine.common import answer_stop
 from rag_position.models import find_backend, load_model
 from rag_position.models.embedded import GEMMA_PACKAGE, gemma_gguf_path
 from rag_position.prompts import render_qa

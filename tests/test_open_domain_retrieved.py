@@ -18,13 +18,8 @@ from test_eval_runner import Scripted
 
 from rag_position.errors import DataFormatError
 from rag_position.eval import EvalConfigError
-from rag_position.eval.open_domain import (
-    DEFAULT_KS,
-    is_retrieval_results,
-    load_retrieved,
-    run_open_domain,
-    sentence_chunks,
-)
+from rag_position.eval.tasks.open_domain import DEFAULT_KS, run_open_domain
+from rag_position.eval.tasks.ranked import is_retrieval_results, load_retrieved, sentence_chunks
 from rag_position.passages import Passage
 
 DEPTH = 55

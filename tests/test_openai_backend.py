@@ -20,7 +20,7 @@ from rag_position.errors import (
     ModelSpecError,
     ScoringUnsupportedError,
 )
-from rag_position.eval.common import answer_stop
+from rag_position.eval.engine.common import answer_stop
 from rag_position.models import Generator, Scorer, load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.transformers_backend import TransformersModel

@@ -67,7 +67,7 @@ def test_a_bound_must_be_a_positive_number(bad: Any) -> None:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The first three dev questions, ten passages each (built from the packaged rankings)."""
-    from rag_position.eval.datasets import load_multidoc
+    from rag_position.eval.tasks.datasets import load_multidoc
 
     cache_dir = tmp_path_factory.mktemp("distractors")
     return load_multidoc(None, docs=10, questions=3, cache_dir=cache_dir).instances
@@ -208,7 +208,7 @@ def test_a_model_without_plain_attention_layers_is_scored_uncached(
     from rag_position.models.transformers_backend import cache_name
 
     model = _cached(embedded_fp32)
-    decoder = model._decoder
+    decoder = model.decoder
 
     def hybrid(**kwargs: Any) -> Any:  # a cache that does not come out as plain layers
         out = decoder(**kwargs)
@@ -217,7 +217,7 @@ def test_a_model_without_plain_attention_layers_is_scored_uncached(
             cache.layers[0] = DynamicSlidingWindowLayer(sliding_window=4)
         return out
 
-    model._decoder = hybrid
+    model.decoder = hybrid
     prompts, spans = _one_passage(dev[1].question, dev[1].passages[:2])
     got = model.score_spans(prompts, spans)
     assert model.prefix_cache.unsupported and len(model.prefix_cache) == 0

@@ -160,3 +160,72 @@ def test_a_strategy_row_holds_only_core_facts() -> None:
     component_names = {c.name for c in COMPONENT_TABLE}
     registry = (ROOT / "rag_position/strategies/registry.py").read_text(encoding="utf-8")
     assert not [n for n in component_names if f'"{n}"' in registry]
+
+
+THIRD_PARTY_PRIVATE = {"_exit", "_attn_implementation"}
+"""Private names of other libraries read on purpose: ``os._exit`` (a forked worker's end),
+transformers' ``config._attn_implementation`` (no public getter; set through the public
+``set_attn_implementation``)."""
+
+
+def _private_reads(path: Path) -> list[str]:
+    """``x._name`` in ``path`` where ``x`` is not ``self``, ``cls`` or ``super()`` and
+    ``_name`` is not defined in the same file (a read across modules)."""
+    import ast
+
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    own |= {
+        t.attr if isinstance(t, ast.Attribute) else t.id
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+        if isinstance(t, (ast.Attribute, ast.Name))
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+            continue
+        if node.attr.startswith("__") or node.attr in own | THIRD_PARTY_PRIVATE:
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "super":
+            continue
+        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_private_attribute_is_read_across_modules() -> None:
+    """A module reads another's object only through its public names (issue 40, target 5):
+    ``TransformersModel.encode``, ``check_length``, ``decoder``, ``meter``, ``project``
+    for the prefix cache and attention sorting, ``DistractorBuilder.rank`` for the seed
+    script."""
+    folders = [ROOT / "rag_position", ROOT / "benchmarks", ROOT / "scripts", *_integrations()]
+    found = [hit for folder in folders for p in _python_files(folder) for hit in _private_reads(p)]
+    found = [hit for hit in found if "/tests/" not in hit]
+    assert not found, found
+
+
+EVAL_LIMIT = 400
+"""Lines at most in an eval module (issue 40, target 5): the eval is in sub-packages
+(``engine``, ``tasks``, ``rows``), each module a part that reads on its own."""
+
+
+def test_the_eval_is_in_sub_packages_of_small_modules() -> None:
+    eval_dir = ROOT / "rag_position" / "eval"
+    top = sorted(p.name for p in eval_dir.glob("*.py"))
+    assert top == ["__init__.py", "cli.py"], top
+    assert {p.name for p in eval_dir.iterdir() if (p / "__init__.py").is_file()} == {
+        "engine",
+        "tasks",
+        "rows",
+    }
+    over = {
+        str(p.relative_to(eval_dir)): n
+        for p in _python_files(eval_dir)
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > EVAL_LIMIT
+    }
+    assert not over, over

@@ -108,7 +108,7 @@ import langchain_rag_position as lc
 import llama_index.postprocessor.rag_position as li
 import rag_position.strategies as core
 from langchain_rag_position.retrievers import COMPONENTS as LC_RETRIEVABLE
-from rag_position.eval.strategies import available_strategies
+from rag_position.eval.rows.catalog import available_strategies
 from rag_position.testing.conformance import record_of
 
 docs = [Document(page_content=f"passage {i}", metadata={"i": i}) for i in range(4)]

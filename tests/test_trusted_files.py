@@ -21,8 +21,8 @@ import pytest
 
 from rag_position import DataFormatError, PositionProfile, load_tuned, read_tuned
 from rag_position._jsonfile import MAX_BYTES, check_output_file, nesting_depth, read_json
-from rag_position.eval.common import Decoding, EvalConfigError
-from rag_position.eval.marker import RUN_FILE, check_run_folder
+from rag_position.eval.engine.common import Decoding, EvalConfigError
+from rag_position.eval.engine.marker import RUN_FILE, check_run_folder
 
 DEEP = "[" * 200_000 + "]" * 200_000
 HUGE_INT = '{"format": ' + "1" * 100_000 + "}"

@@ -29,7 +29,7 @@ import pytest
 
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.eval import run_multidoc
-from rag_position.eval.common import answer_stop
+from rag_position.eval.engine.common import answer_stop
 from rag_position.models import load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.prompts import question_span, render_qa

@@ -174,7 +174,7 @@ class InstanceBuilder:
                 missing = [i for i in missing if i not in seeded]
                 self._save_rankings(cache_path, k, cached)
         if missing:
-            cached.update(self._rank(missing, k))
+            cached.update(self.rank(missing, k))
             self._save_rankings(cache_path, k, cached)
         return [cached[i] for i in range(n)]
 
@@ -230,12 +230,12 @@ class InstanceBuilder:
             assert gold is not None
             row = [instance.question, list(instance.answers), gold.title, gold.text]
             digest.update(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
-        self._data_hash = digest.hexdigest()
+        self.data_hash = digest.hexdigest()
         self._prepared = True
 
     def _cache_key(self) -> str:
         material = json.dumps(
-            [_CACHE_FORMAT, self._data_hash, self.embedder_name, EMBEDDING_TEXT],
+            [_CACHE_FORMAT, self.data_hash, self.embedder_name, EMBEDDING_TEXT],
             ensure_ascii=False,
         )
         return hashlib.sha256(material.encode("utf-8")).hexdigest()[:20]
@@ -250,7 +250,10 @@ class InstanceBuilder:
             metadata={"hasanswer": False, "isgold": False, "pool_index": j},
         )
 
-    def _rank(self, questions: list[int], k: int) -> dict[int, Ranking]:
+    def rank(self, questions: list[int], k: int) -> dict[int, Ranking]:
+        """The ``k - 1`` nearest pool passages of each question in ``questions`` (by index), by
+        embedding similarity, less those holding an answer: ``{question: [(pool index,
+        similarity), ...]}`` (a ``ValueError`` where fewer are left)."""
         pool_vectors = self._pool_embeddings()
         texts = [self._instances[i].question for i in questions]
         logger.info("embedding %d questions with %s", len(texts), self.embedder_name)
@@ -296,7 +299,7 @@ class InstanceBuilder:
         try:
             payload = read_json(path, what="rankings cache")
             header = (payload["format"], payload["data_sha256"], payload["embedder"], payload["k"])
-            if header != (_CACHE_FORMAT, self._data_hash, self.embedder_name, k):
+            if header != (_CACHE_FORMAT, self.data_hash, self.embedder_name, k):
                 logger.warning("ignoring %s: written for other data, embedder or k", path)
                 return {}
             rankings: dict[int, Ranking] = {}
@@ -325,7 +328,7 @@ class InstanceBuilder:
                 payload["embedder"],
                 payload["embedding_text"],
             )
-            if header != (_CACHE_FORMAT, self._data_hash, self.embedder_name, EMBEDDING_TEXT):
+            if header != (_CACHE_FORMAT, self.data_hash, self.embedder_name, EMBEDDING_TEXT):
                 return {}
             ranked = payload["ranked"]
             found: dict[int, Ranking] = {}
@@ -345,7 +348,7 @@ class InstanceBuilder:
     def _save_rankings(self, path: Path, k: int, rankings: dict[int, Ranking]) -> None:
         payload: dict[str, Any] = {
             "format": _CACHE_FORMAT,
-            "data_sha256": self._data_hash,
+            "data_sha256": self.data_hash,
             "embedder": self.embedder_name,
             "embedding_text": EMBEDDING_TEXT,
             "k": k,

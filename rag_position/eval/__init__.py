@@ -10,12 +10,12 @@ Scorer, swim a ``count_tokens``) and writing an output folder: ``predictions.jso
 (every prediction, appended as it is made, so a rerun resumes), ``summary.json``,
 ``summary.csv``, PNG plots, ``report.md`` and ``run.json`` (which run the folder holds:
 a run into a folder holding another run is refused before it generates,
-:mod:`rag_position.eval.marker`). The ``rag-position eval`` command is a thin wrapper.
+:mod:`rag_position.eval.engine.marker`). The ``rag-position eval`` command is a thin wrapper.
 
-Every task has one shape (:mod:`rag_position.eval.task`): a
-:class:`~rag_position.eval.task.TaskSpec` declares its parameters once, as
-:class:`~rag_position.eval.task.Param` data, beside the
-parameters all tasks share (:data:`~rag_position.eval.task.COMMON`); the CLI options, the
+Every task has one shape (:mod:`rag_position.eval.engine.task`): a
+:class:`~rag_position.eval.engine.task.TaskSpec` declares its parameters once, as
+:class:`~rag_position.eval.engine.params.Param` data, beside the
+parameters all tasks share (:data:`~rag_position.eval.engine.params.COMMON`); the CLI options, the
 run's plumbing and the command each report records (every parameter that changes
 results, so that a report can be re-run) all come from it.
 
@@ -38,21 +38,21 @@ Example::
 
 from __future__ import annotations
 
-from rag_position.eval.common import EvalConfigError, EvalRunError, Prepared
-from rag_position.eval.compare import run_compare
-from rag_position.eval.datasets import MultidocData, load_multidoc
-from rag_position.eval.gauge import run_gauge
-from rag_position.eval.kv import run_kv
-from rag_position.eval.length import run_length
-from rag_position.eval.multidoc import run_multidoc
-from rag_position.eval.multifact import run_multifact
-from rag_position.eval.open_domain import run_open_domain
-from rag_position.eval.quick import run_quick
-from rag_position.eval.report import EvalResult
-from rag_position.eval.strategies import EvalStrategy, available_strategies
-from rag_position.eval.swim import run_swim
-from rag_position.eval.tune import run_tune
-from rag_position.eval.voting import run_voting
+from rag_position.eval.engine.common import EvalConfigError, EvalRunError, Prepared
+from rag_position.eval.engine.report import EvalResult
+from rag_position.eval.rows.catalog import EvalStrategy, available_strategies
+from rag_position.eval.tasks.compare import run_compare
+from rag_position.eval.tasks.datasets import MultidocData, load_multidoc
+from rag_position.eval.tasks.gauge import run_gauge
+from rag_position.eval.tasks.kv import run_kv
+from rag_position.eval.tasks.length import run_length
+from rag_position.eval.tasks.multidoc import run_multidoc
+from rag_position.eval.tasks.multifact import run_multifact
+from rag_position.eval.tasks.open_domain import run_open_domain
+from rag_position.eval.tasks.quick import run_quick
+from rag_position.eval.tasks.swim import run_swim
+from rag_position.eval.tasks.tune import run_tune
+from rag_position.eval.tasks.voting import run_voting
 
 __all__ = [
     "EvalConfigError",

@@ -25,21 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.errors import RagPositionError
-from rag_position.eval._workers import Terminated
-from rag_position.eval.common import EvalConfigError, EvalRunError
-from rag_position.eval.compare import COMPARE
-from rag_position.eval.gauge import GAUGE
-from rag_position.eval.kv import KV
-from rag_position.eval.length import LENGTH
-from rag_position.eval.multidoc import MULTIDOC
-from rag_position.eval.multifact import MULTIFACT
-from rag_position.eval.open_domain import OPEN_DOMAIN
-from rag_position.eval.quick import QUICK
-from rag_position.eval.report import EvalResult, acc_cell
-from rag_position.eval.swim import SWIM
-from rag_position.eval.task import TaskSpec
-from rag_position.eval.tune import TUNE, check_candidates, check_tune_files
-from rag_position.eval.voting import VOTING
+from rag_position.eval.engine.common import EvalConfigError, EvalRunError
+from rag_position.eval.engine.report import EvalResult, acc_cell
+from rag_position.eval.engine.task import TaskSpec
+from rag_position.eval.engine.worker_process import Terminated
+from rag_position.eval.tasks.compare import COMPARE
+from rag_position.eval.tasks.gauge import GAUGE
+from rag_position.eval.tasks.kv import KV
+from rag_position.eval.tasks.length import LENGTH
+from rag_position.eval.tasks.multidoc import MULTIDOC
+from rag_position.eval.tasks.multifact import MULTIFACT
+from rag_position.eval.tasks.open_domain import OPEN_DOMAIN
+from rag_position.eval.tasks.quick import QUICK
+from rag_position.eval.tasks.swim import SWIM
+from rag_position.eval.tasks.tune import TUNE, check_candidates, check_tune_files
+from rag_position.eval.tasks.voting import VOTING
 from rag_position.models import find_backend, load_model
 
 SPECS: dict[str, TaskSpec] = {
@@ -155,12 +155,12 @@ def check_strategy_options(names: Any) -> None:
         >>> check_strategy_options(["select_and_place:mass=true"])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        rag_position.eval.common.EvalConfigError: --strategies: select_and_place:mass=true: option `mass`: Input should be a valid number...
+        rag_position.eval.engine.common.EvalConfigError: --strategies: select_and_place:mass=true: option `mass`: Input should be a valid number...
     """  # noqa: E501
     from pydantic import ValidationError
 
     from rag_position.eval.rows import PROFILE
-    from rag_position.eval.strategies import split_variant
+    from rag_position.eval.rows.catalog import split_variant
     from rag_position.strategies import STRATEGIES
 
     if not isinstance(names, (list, tuple)):
@@ -194,7 +194,7 @@ def check_command_text(argv: Sequence[str]) -> None:
         >>> check_command_text(["eval", "kv", "--out", "runs/\\udcff"])
         Traceback (most recent call last):
         ...
-        rag_position.eval.common.EvalConfigError: --out 'runs/\\udcff' is not valid UTF-8 (byte 0xff at character 5); the report records the command line as text: rename it, or pass a name in UTF-8
+        rag_position.eval.engine.common.EvalConfigError: --out 'runs/\\udcff' is not valid UTF-8 (byte 0xff at character 5); the report records the command line as text: rename it, or pass a name in UTF-8
     """  # noqa: E501
     for i, word in enumerate(argv):
         try:

@@ -113,7 +113,7 @@ def _load_gemma(spec: str, target: str, **kwargs: Any) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     path = gemma_gguf_path()
     # The pretrained base model: no chat template, so prompts go in as plain text and
-    # the eval takes an answer's first line (rag_position.eval.common.answer_stop).
+    # the eval takes an answer's first line (rag_position.eval.engine.common.answer_stop).
     model = _transformers_model(spec).from_pretrained(str(path), **kwargs)
     model.name = _GEMMA_NAME
     return model

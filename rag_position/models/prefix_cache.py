@@ -237,8 +237,8 @@ def _prefix(model: TransformersModel, cache: PrefixCache, prefix: list[int]) -> 
     if kv is not None:
         return kv
     name = cache_name()
-    with model._meter.timed(0, len(prefix)):
-        out = model._decoder(
+    with model.meter.timed(0, len(prefix)):
+        out = model.decoder(
             input_ids=torch.tensor([prefix], device=model.device),
             use_cache=True,
             **{name: DynamicCache()},  # plain layers, as the greedy batch's (module doc)
@@ -283,8 +283,8 @@ def _suffixes(
                     merged[j][0][r, :, width - lengths[r] :] = kv[j][0][0]
                     merged[j][1][r, :, width - lengths[r] :] = kv[j][1][0]
     device = model.device
-    with model._meter.timed(rows, sum(len(s) for s in suffixes)):
-        hidden = model._decoder(
+    with model.meter.timed(rows, sum(len(s) for s in suffixes)):
+        hidden = model.decoder(
             input_ids=input_ids.to(device),
             attention_mask=mask.to(device),
             position_ids=positions.to(device),
@@ -300,7 +300,7 @@ def _suffixes(
         wanted = wanted.to(device)
         chunk = 1024  # bounds the (positions x vocabulary) logits held at once
         parts = [
-            model._project(
+            model.project(
                 hidden[at_rows[s : s + chunk], at_cols[s : s + chunk]], wanted[s : s + chunk]
             )
             for s in range(0, len(wanted), chunk)

@@ -110,9 +110,9 @@ class TransformersModel:
         # every answer (:meth:`_greedy_batch`). Accelerators use ``model.generate``.
         self.split_prefill = on_cpu
         self.max_context = max_context or _context_window(model, tokenizer)
-        self._meter = UsageMeter()
+        self.meter = UsageMeter()  # what the model spent (``usage``); the prefix cache adds to it
         self._head = model.get_output_embeddings()
-        self._decoder = model.get_decoder()
+        self.decoder = model.get_decoder()  # the layers without the LM head (scoring, the cache)
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -158,7 +158,7 @@ class TransformersModel:
     @property
     def usage(self) -> Cost:
         """What this model has spent since it was loaded."""
-        return self._meter.total
+        return self.meter.total
 
     @property
     def dtype(self) -> torch.dtype:
@@ -212,7 +212,9 @@ class TransformersModel:
         )
         return Encoded(list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]], start)
 
-    def _check_length(self, n_tokens: int, extra: int = 0, what: str = "prompt") -> None:
+    def check_length(self, n_tokens: int, extra: int = 0, what: str = "prompt") -> None:
+        """A :class:`ContextLengthError` when ``n_tokens`` (plus ``extra`` to generate) exceed
+        the window; ``what`` names the prompt in the message."""
         if n_tokens + extra > self.max_context:
             label = f"{what} plus max_new_tokens={extra}" if extra else what
             raise ContextLengthError(n_tokens + extra, self.max_context, label)
@@ -229,7 +231,7 @@ class TransformersModel:
         for i, (prompt, span) in enumerate(zip(prompts, spans, strict=True)):
             check_span(prompt, span, i)
             enc = self.encode(prompt)
-            self._check_length(len(enc.ids), what=f"prompt {i}")
+            self.check_length(len(enc.ids), what=f"prompt {i}")
             lo, hi = span[0] + enc.prompt_start, span[1] + enc.prompt_start
             idx = [j for j, (a, b) in enumerate(enc.offsets) if j > 0 and a < hi and b > lo]
             if not idx:
@@ -264,7 +266,7 @@ class TransformersModel:
         enc = self.encode(prompt)
         if not enc.ids:
             raise ValueError("prompt is empty")
-        self._check_length(len(enc.ids))
+        self.check_length(len(enc.ids))
         (lp,) = self._target_logprobs([enc.ids], [list(range(1, len(enc.ids)))])
         tokens = [self.tokenizer.decode([t]) for t in enc.ids]
         return TokenLogprobs(enc.ids, tokens, enc.offsets, [None, *(float(x) for x in lp)])
@@ -282,8 +284,8 @@ class TransformersModel:
         for r, ids in enumerate(batch_ids):
             input_ids[r, : len(ids)] = torch.tensor(ids)
             mask[r, : len(ids)] = 1
-        with self._meter.timed(len(batch_ids), int(mask.sum())):
-            hidden = self._decoder(
+        with self.meter.timed(len(batch_ids), int(mask.sum())):
+            hidden = self.decoder(
                 input_ids=input_ids.to(self.device),
                 attention_mask=mask.to(self.device),
                 use_cache=False,
@@ -297,10 +299,10 @@ class TransformersModel:
                 h = hidden[
                     rows[s : s + chunk].to(self.device), (cols[s : s + chunk] - 1).to(self.device)
                 ]
-                out[s : s + chunk] = self._project(h, wanted[s : s + chunk])
+                out[s : s + chunk] = self.project(h, wanted[s : s + chunk])
         return list(torch.split(out, [len(t) for t in batch_targets]))
 
-    def _project(self, hidden: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
+    def project(self, hidden: torch.Tensor, wanted: torch.Tensor) -> torch.Tensor:
         """log p(wanted[k]) from the last hidden state ``hidden[k]``: the LM head, float32."""
         logits = self._head(hidden).float()
         if self._softcap:
@@ -347,7 +349,7 @@ class TransformersModel:
         encoded = []
         for i, prompt in enumerate(prompts):
             enc = self.encode(prompt)
-            self._check_length(len(enc.ids), max_new_tokens, what=f"prompt {i}")
+            self.check_length(len(enc.ids), max_new_tokens, what=f"prompt {i}")
             encoded.append(enc.ids)
         outputs: list[str] = [""] * len(prompts)
         budget_lengths = [len(ids) + max_new_tokens for ids in encoded]
@@ -399,7 +401,7 @@ class TransformersModel:
         rows = len(batch_ids)
         tokens: list[list[int]] = []
         merged: list[tuple[torch.Tensor, torch.Tensor]] = []  # per layer: (keys, values)
-        with self._meter.timed(rows, sum(lengths)) as generated:
+        with self.meter.timed(rows, sum(lengths)) as generated:
             for r, ids in enumerate(batch_ids):
                 out = self.model(
                     input_ids=torch.tensor([ids], device=self.device),
@@ -504,7 +506,7 @@ class TransformersModel:
             stop_strings=list(stop) if stop else None,
         )
         with (
-            self._meter.timed(len(batch_ids), int(mask.sum())) as generated,
+            self.meter.timed(len(batch_ids), int(mask.sum())) as generated,
             torch.random.fork_rng(devices=[]),
         ):
             if seed is not None:
