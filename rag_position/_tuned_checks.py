@@ -4,50 +4,91 @@
 :func:`~rag_position.tuned.read_tuned`, through it): the options against the row's
 option model (:func:`check_options`, which the eval's ``tune`` also runs on its
 candidates), the profile where the row places by one (:func:`check_profile`), the row's
-own construction-time check (:func:`check_row`), the evidence, the question range, the
-creation time and the text fields. Each raises a ``ValueError`` saying what is wrong.
+own construction-time check (:func:`check_row`); the evidence and the question range are
+the pydantic models :class:`Evidence` and :class:`Questions`. Each raises a
+``ValueError`` saying what is wrong.
 Also here: which options a row takes (:func:`accepted_options`) and whether it places
 by a profile (:func:`takes_profile`, :func:`profile_applies`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rag_position.strategies import StrategySpec
 from rag_position.strategies.profiles import PositionProfile
 
 __all__ = [
+    "Evidence",
+    "Questions",
     "accepted_options",
-    "check_created",
-    "check_evidence",
     "check_options",
     "check_profile",
-    "check_questions",
     "check_row",
-    "check_text",
-    "is_int",
     "profile_applies",
+    "readable",
     "takes_profile",
 ]
 
-_EVIDENCE: Mapping[str, tuple[type, ...]] = {
-    "strategy": (str,),
-    "n": (int,),
-    "accuracy": (int, float),
-    "low": (int, float),
-    "high": (int, float),
-    "wins": (int, type(None)),
-    "losses": (int, type(None)),
-    "p_value": (int, float, type(None)),
-    "tokens_per_question": (int, float),
-}
-_QUESTIONS: Mapping[str, type] = {"data": str, "first": int, "n": int}
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class Evidence(BaseModel):
+    """One candidate's measurement in a tuned file's ``evidence`` (more keys are kept)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+
+    strategy: str = Field(description="The candidate: a row, or ``row:option=value``.")
+    n: int = Field(ge=0, description="How many questions it was measured on.")
+    accuracy: Finite = Field(description="Its accuracy, in percent.")
+    low: Finite = Field(description="The lower end of its 95% bootstrap interval.")
+    high: Finite = Field(description="The upper end of its 95% bootstrap interval.")
+    wins: int | None = Field(description="Questions it got right and the reference wrong.")
+    losses: int | None = Field(description="Questions it got wrong and the reference right.")
+    p_value: Finite | None = Field(description="The sign test's p-value against the reference.")
+    tokens_per_question: Finite = Field(description="Its prompt tokens per question.")
+
+
+class Questions(BaseModel):
+    """The questions a tuned file's choice was measured on (more keys are kept)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+
+    data: str = Field(description="The data file (or the packaged dev file's name).")
+    first: int = Field(ge=0, description="The first question's index.")
+    n: int = Field(ge=0, description="How many, from ``first`` on.")
+
+
+def readable(exc: ValidationError, at: tuple[str | int, ...] = ()) -> str:
+    r"""A tuned file's first problem in ``exc``, as one line naming the field:
+    ```\`evidence[0].n`: Input should be a valid integer (got '60')```; missing keys
+    together (```\`questions` lacks first```); a check's own message as it is."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = (*at, *first["loc"])
+    if first["type"] == "missing":
+        parent = loc[:-1]
+        lacking = [
+            e["loc"][-1]
+            for e in errors
+            if (*at, *e["loc"])[:-1] == parent and e["type"] == "missing"
+        ]
+        return f"`{_where(parent)}` lacks {', '.join(map(str, lacking))}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "value_error":
+        return f"`{_where(loc)}` {message}" if message.startswith("must") else message
+    return f"`{_where(loc)}`: {message} (got {first.get('input')!r})"
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """``("evidence", 0, "n")`` as ``evidence[0].n``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def accepted_options(row: StrategySpec) -> frozenset[str]:
@@ -156,60 +197,3 @@ def check_row(row: StrategySpec, options: Mapping[str, Any], profile: Any) -> No
     full.update(options)
     full["profile"] = profile if profile_applies(row, options) else None
     row.check(full)
-
-
-def check_evidence(evidence: Any) -> tuple[dict[str, Any], ...]:
-    if isinstance(evidence, (str, bytes, Mapping)) or not isinstance(evidence, Sequence):
-        raise ValueError(f"`evidence` must be a list of objects, got {type(evidence).__name__}")
-    found = []
-    for i, item in enumerate(evidence):
-        if not isinstance(item, Mapping):
-            raise ValueError(f"`evidence[{i}]` must be an object, got {type(item).__name__}")
-        missing = [k for k in _EVIDENCE if k not in item]
-        if missing:
-            raise ValueError(f"`evidence[{i}]` lacks {', '.join(missing)}")
-        for key, kinds in _EVIDENCE.items():
-            value = item[key]
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(
-                    f"`evidence[{i}].{key}` must be "
-                    f"{' or '.join('null' if k is type(None) else k.__name__ for k in kinds)}, "
-                    f"got {value!r}"
-                )
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"`evidence[{i}].{key}` must be finite, got {value!r}")
-        found.append(dict(item))
-    return tuple(found)
-
-
-def check_questions(questions: Any) -> dict[str, Any]:
-    if not isinstance(questions, Mapping):
-        raise ValueError(
-            f"`questions` must be an object {{data, first, n}}, got {type(questions).__name__}"
-        )
-    for key, kind in _QUESTIONS.items():
-        if key not in questions:
-            raise ValueError(f"`questions` lacks {key!r} (it needs data, first, n)")
-        value: Any = questions[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise ValueError(f"`questions.{key}` must be a {kind.__name__}, got {value!r}")
-        if isinstance(value, int) and value < 0:
-            raise ValueError(f"`questions.{key}` must be >= 0, got {value!r}")
-    return dict(questions)
-
-
-def check_created(created: Any) -> str:
-    if not isinstance(created, str):
-        raise ValueError(f"`created` must be an ISO 8601 string, got {created!r}")
-    text = created[:-1] + "+00:00" if created.endswith(("Z", "z")) else created
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"`created` must be an ISO 8601 time, got {created!r}") from None
-    return created
-
-
-def check_text(name: str, value: Any, *, empty: bool = False) -> str:
-    if not isinstance(value, str) or (not empty and not value.strip()):
-        raise ValueError(f"`{name}` must be a non-empty string, got {value!r}")
-    return value

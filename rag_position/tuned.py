@@ -22,10 +22,9 @@ runs the chosen row of :data:`~rag_position.strategies.STRATEGIES` with the file
 options and profile. Both framework integrations take the same file
 (``PositionAwareRetriever(tuned="tuned.json")``, ``from_tuned("tuned.json")``).
 
-The fields' checks live in :mod:`rag_position._tuned_checks`, the loading of a file's
-model (and the consent it needs) in :mod:`rag_position._tuned_models`; the names they
-had here (``check_options``, ``profile_applies``, ``trusted_spec``...) are imported
-from here as before (re-exported, ``from ... import name as name``).
+The options' checks live in :mod:`rag_position._tuned_checks`, the loading of a file's
+model in :mod:`rag_position._tuned_models`, the reorderer in
+:mod:`rag_position._tuned_run`; their names are importable from here.
 
 Example::
 
@@ -38,27 +37,19 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import partial
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rag_position._jsonfile import check_output_file, read_json
+from rag_position._tuned_checks import Evidence, Questions, check_profile, check_row, readable
 from rag_position._tuned_checks import accepted_options as accepted_options
-from rag_position._tuned_checks import (
-    check_created,
-    check_evidence,
-    check_profile,
-    check_questions,
-    check_row,
-    check_text,
-    is_int,
-)
 from rag_position._tuned_checks import check_options as check_options
 from rag_position._tuned_checks import profile_applies as profile_applies
 from rag_position._tuned_checks import takes_profile as takes_profile
@@ -69,7 +60,7 @@ from rag_position._tuned_models import spec_needs_trust as spec_needs_trust
 from rag_position._tuned_models import trusted_spec as trusted_spec
 from rag_position._tuned_models import warn_if_other_model as warn_if_other_model
 from rag_position.errors import DataFormatError
-from rag_position.strategies import STRATEGIES, AnswerResult, OrderingResult, StrategySpec
+from rag_position.strategies import STRATEGIES, StrategySpec
 from rag_position.strategies.profiles import PositionProfile
 
 __all__ = ["FORMAT", "VERSION", "TunedChoice", "TunedReorderer", "load_tuned", "read_tuned"]
@@ -95,28 +86,16 @@ def _package_version() -> str:
     return __version__
 
 
-@dataclass(frozen=True)
-class TunedChoice:
+class TunedChoice(BaseModel):
     """The strategy ``rag-position tune`` chose for one model, with its evidence.
 
-    ``model``: the measured model's name (its ``.name``, e.g.
-    ``"embedded:SmolLM2-135M-Instruct"``); ``spec``: the ``load_model`` spec it was loaded
-    from; ``dtype``: ``"bfloat16"``, ``"float16"``, ``"float32"`` or ``None`` (the
-    backend's own); ``strategy``: a row of :data:`~rag_position.strategies.STRATEGIES`;
-    ``options``: the row's options (its component's, as JSON values; ``seed`` included,
-    ``profile`` not);
-    ``profile``: the model's :class:`~rag_position.strategies.PositionProfile` (or
-    ``None``), given as the row's ``profile=`` where the row places by one (it requires
-    one, or its ``placement`` is ``"profile"``), else kept as a record; ``evidence``: per
-    strategy measured ``{"strategy", "n", "accuracy", "low", "high", "wins", "losses", "p_value",
-    "tokens_per_question"}`` (``wins``, ``losses``, ``p_value`` may be ``None``, e.g. for
-    the reference; more keys are kept); ``questions``: ``{"data", "first", "n"}`` (more
-    keys are kept), the questions measured; ``command``: the command that measured;
-    ``created``: an ISO 8601 UTC time.
-
-    Everything is checked on construction (a ``ValueError`` says what is wrong; an option
-    the row does not take lists those it does). :meth:`write` saves the file,
-    :func:`read_tuned` reads it, :func:`load_tuned` runs it.
+    A pydantic model: each field is declared once below, with its description and its
+    constraints (``evidence`` items are :class:`~rag_position._tuned_checks.Evidence`,
+    ``questions`` :class:`~rag_position._tuned_checks.Questions`; both keep more keys),
+    and checked on construction: a ``ValueError`` names the first field that is wrong
+    (an option the row does not take lists those it does). ``profile`` is given as the
+    row's ``profile=`` where the row places by one, else kept as a record.
+    :meth:`write` saves the file, :func:`read_tuned` reads it, :func:`load_tuned` runs it.
 
     Example::
 
@@ -129,52 +108,122 @@ class TunedChoice:
         choice.write("tuned.json")
     """
 
-    model: str
-    spec: str
-    dtype: str | None
-    strategy: str
-    options: Mapping[str, Any]
-    profile: PositionProfile | None
-    evidence: tuple[dict[str, Any], ...]
-    questions: dict[str, Any]
-    command: str
-    created: str
-    version: int = VERSION
-    rag_position: str = field(default_factory=_package_version)
-    """The rag-position version that wrote the choice."""
+    model_config = ConfigDict(
+        frozen=True, strict=True, extra="forbid", arbitrary_types_allowed=True
+    )
 
-    def __post_init__(self) -> None:
-        if not is_int(self.version) or self.version != VERSION:
+    model: str = Field(description="The measured model's name (its ``.name``).")
+    spec: str = Field(description="The ``load_model`` spec it was loaded from.")
+    dtype: Literal["bfloat16", "float16", "float32"] | None = Field(
+        description="The dtype it was loaded with, or ``None``: the backend's own."
+    )
+    strategy: str = Field(description="The chosen row of the strategy table.")
+    options: Mapping[str, Any] = Field(description="The row's options (``profile`` apart).")
+    profile: PositionProfile | None = Field(
+        description="The model's position profile, given where the row places by one."
+    )
+    evidence: tuple[dict[str, Any], ...] = Field(
+        description="Each candidate's measurement (:class:`~rag_position._tuned_checks.Evidence`)."
+    )
+    questions: dict[str, Any] = Field(
+        description="The questions measured (:class:`~rag_position._tuned_checks.Questions`)."
+    )
+    command: str = Field(description="The command that measured.")
+    created: str = Field(description="When, an ISO 8601 UTC time (kept as written).")
+    version: int = Field(default=VERSION, description="The tuned-file version.")
+    rag_position: str = Field(
+        default_factory=_package_version,
+        description="The rag-position version that wrote the choice.",
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        """The choice, checked; a ``ValueError`` names the first field that is wrong."""
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise ValueError(readable(exc)) from None
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, version: int) -> int:
+        if version != VERSION:
             raise ValueError(
-                f"`version` {self.version!r} is not one this rag-position "
+                f"`version` {version!r} is not one this rag-position "
                 f"({_package_version()}) reads: it reads version {VERSION}"
             )
-        check_text("model", self.model)
-        check_text("spec", self.spec)
+        return version
+
+    @field_validator("model", "spec", "rag_position")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"must be a non-empty string, got {value!r}")
+        return value
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, spec: str) -> str:
         from rag_position.models import check_spec
 
-        check_spec(self.spec, "spec")  # a spec load_model would refuse: refused when read
-        if self.dtype is not None and self.dtype not in DTYPES:
+        check_spec(spec, "spec")  # a spec load_model would refuse: refused when read
+        return spec
+
+    @field_validator("strategy")
+    @classmethod
+    def _strategy(cls, strategy: str) -> str:
+        if strategy not in STRATEGIES:
             raise ValueError(
-                f"`dtype` must be one of {', '.join(DTYPES)} or null, got {self.dtype!r}"
+                f"unknown strategy {strategy!r}; accepted: {', '.join(sorted(STRATEGIES))}"
             )
-        if not isinstance(self.strategy, str) or self.strategy not in STRATEGIES:
-            raise ValueError(
-                f"unknown strategy {self.strategy!r}; accepted: {', '.join(sorted(STRATEGIES))}"
-            )
-        row = STRATEGIES[self.strategy]
-        if not isinstance(self.options, Mapping):
-            raise ValueError(f"`options` must be an object, got {type(self.options).__name__}")
-        options = check_options(row, self.options)
-        profile = check_profile(row, options, self.profile)
-        check_row(row, options, profile)
-        object.__setattr__(self, "options", MappingProxyType(options))
-        object.__setattr__(self, "profile", profile)
-        object.__setattr__(self, "evidence", check_evidence(self.evidence))
-        object.__setattr__(self, "questions", check_questions(self.questions))
-        check_text("command", self.command, empty=True)
-        check_created(self.created)
-        check_text("rag_position", self.rag_position)
+        return strategy
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence(cls, evidence: Any) -> tuple[dict[str, Any], ...]:
+        if isinstance(evidence, (str, bytes, Mapping)) or not isinstance(evidence, Sequence):
+            raise ValueError(f"must be a list of objects, got {type(evidence).__name__}")
+        found = []
+        for i, item in enumerate(evidence):
+            try:
+                found.append(Evidence.model_validate(item).model_dump())
+            except ValidationError as exc:
+                raise ValueError(readable(exc, ("evidence", i))) from None
+        return tuple(found)
+
+    @field_validator("questions", mode="before")
+    @classmethod
+    def _questions(cls, questions: Any) -> dict[str, Any]:
+        try:
+            return Questions.model_validate(questions).model_dump()
+        except ValidationError as exc:
+            raise ValueError(readable(exc, ("questions",))) from None
+
+    @field_validator("created", mode="before")
+    @classmethod
+    def _created(cls, created: Any) -> Any:
+        if not isinstance(created, str):
+            raise ValueError(f"must be an ISO 8601 string, got {created!r}")
+        text = created[:-1] + "+00:00" if created.endswith(("Z", "z")) else created
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"must be an ISO 8601 time, got {created!r}") from None
+        return created
+
+    @model_validator(mode="before")
+    @classmethod
+    def _row_options(cls, data: Any) -> Any:
+        """The options and profile checked against the row (its option model, its check)."""
+        if not isinstance(data, Mapping) or data.get("strategy") not in STRATEGIES:
+            return data
+        row = STRATEGIES[data["strategy"]]
+        options = data.get("options")
+        if not isinstance(options, Mapping):
+            raise ValueError(f"`options` must be an object, got {type(options).__name__}")
+        checked = check_options(row, options)
+        profile = check_profile(row, checked, data.get("profile"))
+        check_row(row, checked, profile)
+        return {**data, "options": MappingProxyType(checked), "profile": profile}
 
     @property
     def row(self) -> StrategySpec:
@@ -210,7 +259,7 @@ class TunedChoice:
                 f"expected {FORMAT!r} (rag-position tune --model SPEC --out FILE writes one)"
             )
         version = record.get("version")
-        if version != VERSION or not is_int(version):
+        if type(version) is not int or version != VERSION:
             raise ValueError(
                 f"tuned-file version {version!r}: this rag-position ({_package_version()}) "
                 f"reads version {VERSION}"
@@ -296,162 +345,5 @@ def as_tuned(tuned: TunedLike) -> TunedChoice:
     )
 
 
-class TunedReorderer:
-    """A tuned file's strategy, ready to call: ``reorderer(question, passages)``.
-
-    Runs ``STRATEGIES[choice.strategy]`` with the file's options (its ``seed`` as the
-    row's ``seed=``) and its profile as ``profile=``; returns the row's result: an
-    :class:`~rag_position.strategies.OrderingResult` for a reordering row (every row but
-    ``fact``, ``recite`` and ``medoid``, which answer: an
-    :class:`~rag_position.strategies.AnswerResult`). Made by :func:`load_tuned`.
-    """
-
-    def __init__(
-        self,
-        choice: TunedChoice,
-        scorer: Any = None,
-        *,
-        generator: Any = None,
-        embedder: Any = None,
-        model: Any = None,
-        trust_spec: bool = False,
-    ) -> None:
-        from rag_position.models.lazy import LazyModel
-
-        if model is not None and (scorer is not None or generator is not None):
-            raise ValueError("pass `model=` (for every role) or `scorer=`/`generator=`, not both")
-        self.choice = choice
-        row = choice.row
-        roles = {*row.needs, *row.uses}
-        given: dict[str, Any] = {
-            "scorer": model if model is not None else scorer,
-            "generator": model if model is not None else generator,
-            "embedder": embedder,
-        }
-        self._models: dict[str, Any] = {}
-        lazy: LazyModel[Any] | None = None
-        seen: set[int] = set()
-        for role in ("scorer", "generator"):
-            if role not in roles:
-                continue
-            value = given[role]
-            if value is None:
-                if lazy is None:
-                    spec = trusted_spec(choice, trust_spec=trust_spec)  # refused now
-                    named = hub_name(choice.spec) if spec != choice.spec else None
-                    loader = partial(_load_named, spec, load_kwargs(choice), named)
-                    lazy = LazyModel(loader=loader, label=choice.spec, check=self._loaded)
-                self._models[role] = lazy
-            else:
-                if id(value) not in seen:
-                    seen.add(id(value))
-                    warn_if_other_model(choice, value, stacklevel=3)
-                self._models[role] = value
-        if "embedder" in roles and embedder is not None:
-            self._models["embedder"] = embedder
-
-    def _loaded(self, model: Any) -> Any:
-        warn_if_other_model(self.choice, model, stacklevel=4)  # the caller of __call__
-        return model
-
-    @property
-    def row(self) -> StrategySpec:
-        """The row of the strategy table that runs."""
-        return self.choice.row
-
-    @property
-    def strategy(self) -> str:
-        """The strategy's name (the row's)."""
-        return self.choice.strategy
-
-    def options(self) -> dict[str, Any]:
-        """The keyword options the row receives: the file's, and its profile as ``profile``
-        where the row places by one."""
-        options = dict(self.choice.options)
-        if self.choice.profile is not None and profile_applies(self.row, options):
-            options["profile"] = self.choice.profile
-        return options
-
-    def __call__(
-        self, question: str, passages: Sequence[Any]
-    ) -> OrderingResult[Any] | AnswerResult:
-        """The row on ``passages`` (the file's model is loaded here first, if it is used)."""
-        from rag_position.models.lazy import LazyModel
-
-        models = {
-            role: value.get() if isinstance(value, LazyModel) else value
-            for role, value in self._models.items()
-        }
-        options = self.options()
-        seed = options.pop("seed", 0)
-        return self.row(question, passages, seed=seed, **models, **options)
-
-    def __repr__(self) -> str:
-        return (
-            f"TunedReorderer(strategy={self.choice.strategy!r}, model={self.choice.model!r}, "
-            f"options={dict(self.choice.options)!r})"
-        )
-
-
-def _load(spec: str, kwargs: Mapping[str, Any]) -> Any:
-    from rag_position.models import load_model
-
-    return load_model(spec, **kwargs)
-
-
-def _load_named(spec: str, kwargs: Mapping[str, Any], name: str | None) -> Any:
-    """``_load``; a model loaded from a hub name's cache folder is named by the hub name
-    (as loading the hub name names it), not by the folder."""
-    model = _load(spec, kwargs)
-    if name is not None:
-        with contextlib.suppress(AttributeError):
-            model.name = name
-    return model
-
-
-def load_tuned(
-    path: TunedLike,
-    scorer: Any = None,
-    *,
-    generator: Any = None,
-    embedder: Any = None,
-    model: Any = None,
-    trust_spec: bool = False,
-) -> TunedReorderer:
-    """The strategy a tuned file chose, as a reorderer: ``reorderer(question, passages)``.
-
-    ``path``: the tuned file (``rag-position tune --out``; a :class:`TunedChoice` also
-    does), read and checked now (:func:`read_tuned`'s errors). The reorderer runs
-    ``STRATEGIES[choice.strategy]`` with the file's options and profile and returns the
-    row's :class:`~rag_position.strategies.OrderingResult` (an
-    :class:`~rag_position.strategies.AnswerResult` for the answering rows); ``.choice``
-    is the file's :class:`TunedChoice`.
-
-    Models: ``scorer=`` (a Scorer, e.g. ``load_model("embedded")``), ``generator=``, or
-    ``model=`` for both roles (not together with them); ``embedder=`` for ``medoid``
-    (default: the embedded one). A model the row needs and that is not given is the
-    file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype`` for local
-    backends), loaded on the first call, once. A file's spec is not trusted: a packaged
-    model (``embedded``, ``embedded:...``) loads, but an ``openai:`` server or an ``hf:``
-    model only with ``trust_spec=True`` (a
-    :class:`~rag_position.errors.ModelSpecError` now otherwise; an ``hf:`` hub name then
-    loads from the local Hugging Face cache only; see docs/models.md, "What you can rely
-    on"). Rows without a model (``retriever``,
-    ``edge``, ``sandwich``) ignore the models given. When a model in use has a ``name``
-    other than the file's ``model``, a ``UserWarning`` names both (once: at this call
-    for a model given, at loading for the file's own).
-
-    Example::
-
-        reorder = load_tuned("tuned.json", scorer=load_model("embedded"))
-        result = reorder("Who wrote Hamlet?", passages)
-        result.passages, result.cost, reorder.choice.evidence
-    """
-    return TunedReorderer(
-        as_tuned(path),
-        scorer,
-        generator=generator,
-        embedder=embedder,
-        model=model,
-        trust_spec=trust_spec,
-    )
+# the reorderer a file makes: its own module, which reads TunedChoice from here
+from rag_position._tuned_run import TunedReorderer, load_tuned  # noqa: E402

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import rag_position
-import rag_position.tuned as tuned_module
+import rag_position._tuned_run as tuned_module
 from rag_position import (
     STRATEGIES,
     DataFormatError,
@@ -160,17 +160,17 @@ DAMAGED: list[tuple[str, Any, str]] = [
      "places by a position profile, and `profile` is null"),
     ("no profile for placement=profile", record(options={"placement": "profile"}),
      "places by a position profile"),
-    ("a bad dtype", record(dtype="int8"), "`dtype` must be one of bfloat16, float16, float32"),
+    ("a bad dtype", record(dtype="int8"),
+     "`dtype`: Input should be 'bfloat16', 'float16' or 'float32' \\(got 'int8'\\)"),
     ("an empty spec", record(spec=""), "`spec` must be a non-empty string"),
     ("evidence not a list", record(evidence={}), "`evidence` must be a list"),
     ("evidence missing a key", record(evidence=[{"strategy": "edge"}]), r"`evidence\[0\]` "
      "lacks n, accuracy"),
     ("evidence of the wrong type", record(evidence=[{**EVIDENCE[1], "n": "60"}]),
-     r"`evidence\[0\].n` must be int"),
-    ("questions missing a key", record(questions={"data": "x", "n": 3}), "`questions` lacks "
-     "'first'"),
+     r"`evidence\[0\].n`: Input should be a valid integer \(got '60'\)"),
+    ("questions missing a key", record(questions={"data": "x", "n": 3}), "`questions` lacks first"),
     ("a negative question count", record(questions={"data": "x", "first": 0, "n": -1}),
-     "`questions.n` must be >= 0"),
+     "`questions.n`: Input should be greater than or equal to 0"),
     ("a bad time", record(created="yesterday"), "`created` must be an ISO 8601 time"),
     # numbers are numbers (issue 42): no text, no bool, no float for an integer
     ("a number as text", record(strategy="select_and_place", options={"mass": "0.5"}),
