@@ -258,3 +258,19 @@ def test_select_and_place_keeps_the_same_passages_in_the_same_order(
     s = model.prefix_cache.stats()
     assert s.misses == len({(p.title, p.text) for i in dev for p in i.passages})
     assert s.hits == 3 * 10 - s.misses + 3 * 10  # repeats in the cold pass, then all
+
+
+@slow
+def test_a_framework_component_turns_it_on_from_a_spec_string() -> None:
+    """``scorer_kwargs`` reach ``load_model``: a LangChain ``SelectAndPlace`` given
+    ``scorer="embedded"`` scores a passage it has seen from the cache."""
+    pytest.importorskip("langchain_rag_position")
+    from langchain_core.documents import Document
+    from langchain_rag_position import SelectAndPlace
+
+    select = SelectAndPlace(scorer="embedded", scorer_kwargs={"prefix_cache_mb": 64})
+    docs = [Document(page_content=t) for t in ("Paris is in France.", "Rome is in Italy.")]
+    select.compress_documents(docs, "What is the capital of France?")
+    select.compress_documents(docs, "Which city is in Italy?")
+    stats = select.core_scorer.prefix_cache.stats()
+    assert (stats.misses, stats.hits) == (2, 2), stats
