@@ -13,18 +13,21 @@ import json
 from pathlib import Path
 
 
-def correct_by(folder: Path) -> dict[tuple[str, int, str], bool]:
-    """Each open-domain record's correctness by (reader row, k, question)."""
+def records(folder: Path) -> list[dict[str, object]]:
+    """The open-domain records of a run folder (``predictions.jsonl`` or its ``.gz``)."""
     path = folder / "predictions.jsonl.gz"
     opener = gzip.open if path.is_file() else open
     path = path if path.is_file() else folder / "predictions.jsonl"
-    out = {}
     with opener(path, "rt", encoding="utf-8") as lines:
-        for line in lines:
-            r = json.loads(line)
-            if r["task"] == "open-domain":
-                out[(r["strategy"], int(r["fields"]["k"]), r["instance"])] = bool(r["correct"])
-    return out
+        return [r for r in map(json.loads, lines) if r["task"] == "open-domain"]
+
+
+def correct_by(folder: Path) -> dict[tuple[str, int, str], bool]:
+    """Each open-domain record's correctness by (reader row, k, question)."""
+    return {
+        (str(r["strategy"]), int(r["fields"]["k"]), str(r["instance"])): bool(r["correct"])  # type: ignore[index]
+        for r in records(folder)
+    }
 
 
 def main() -> None:
@@ -41,6 +44,18 @@ def main() -> None:
     for name, k in rows:
         right = sum(found[(name, k, q)] for q in questions)
         print(f"| {name} | {k} | {100 * right / len(questions):.1f} |")
+    # the reader's context without any chunk holding an answer (records that say so)
+    held: dict[tuple[str, int], list[float]] = {}
+    for folder in args.folders:
+        for r in records(folder):
+            value = r["info"].get("answer_in_context")  # type: ignore[attr-defined]
+            if value is not None:
+                held.setdefault((str(r["strategy"]), int(r["fields"]["k"])), []).append(value)  # type: ignore[index]
+    if held:
+        print("\n| reader row | k | questions | no chunk given holds an answer (%) |")
+        print("| --- | --- | --- | --- |")
+        for (name, k), values in sorted(held.items()):
+            print(f"| {name} | {k} | {len(values)} | {100 * (1 - sum(values) / len(values)):.1f} |")
 
 
 if __name__ == "__main__":
