@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
-import json
 import logging
 import os
 import shutil
@@ -133,9 +132,12 @@ VLLM_CPU_BATCH_TOKENS = 2048
 
 
 def vocab_size(folder: Path) -> int | None:
-    """The vocabulary size a transformers folder's ``config.json`` gives, or None."""
+    """The vocabulary size a transformers folder's ``config.json`` gives, or None (also for
+    a file the bounded JSON reader refuses: not a regular file, too large or too deep)."""
+    from rag_position._jsonfile import read_json
+
     try:
-        config = json.loads((folder / "config.json").read_text())
+        config = read_json(folder / "config.json", what="model config")
     except (OSError, ValueError):
         return None
     if not isinstance(config, dict):

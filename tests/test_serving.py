@@ -308,3 +308,26 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     assert flag not in given and given[-1] == f"{flag}=4096"  # the user's, alone
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
     assert flag not in VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
+
+
+def test_a_config_the_bounded_reader_refuses_gives_no_vocabulary(tmp_path: Path) -> None:
+    """``config.json`` is read like every JSON file the library trusts (issue 42): a FIFO
+    is not waited on, nesting past the cap is not recursed into; the vocabulary is then
+    unknown, as for a missing file."""
+    import os
+    import time
+
+    from rag_position.serving import vocab_size
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")
+    start = time.monotonic()
+    assert vocab_size(fifo) is None and time.monotonic() - start < 5
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    (deep / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert vocab_size(deep) is None
+    assert vocab_size(tmp_path / "missing") is None
+    (tmp_path / "config.json").write_text('{"vocab_size": 262144}')
+    assert vocab_size(tmp_path) == 262_144
