@@ -25,7 +25,7 @@ from langchain_rag_position._adapters import to_passage
 from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS, record_keys
+from rag_position._integration import RECORD_KEYS, component_of, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, passage_likelihood
 
@@ -245,15 +245,20 @@ def test_the_retriever_knows_both_names() -> None:
     assert out[-1].page_content == GOLD and records(out)[-1]["gold"] is True
 
 
-def test_the_profile_name_needs_a_profile_and_fixes_the_placement() -> None:
+PROFILE_ROWS = [n for n, row in STRATEGIES.items() if row.fixed.get("placement") == "profile"]
+RETRIEVABLE_PROFILE_ROWS = [n for n in PROFILE_ROWS if component_of(n) is not None]
+
+
+@pytest.mark.parametrize("strategy", RETRIEVABLE_PROFILE_ROWS)
+def test_a_profile_name_needs_a_profile_and_fixes_the_placement(strategy: str) -> None:
+    """Every row placed by the profile that the retriever takes (from the table)."""
     base = ListRetriever(docs=make_docs(3))
     with pytest.raises(ValueError, match="profile="):
-        PositionAwareRetriever(retriever=base, strategy="passage_likelihood_profile",
-                               scorer=AloneScorer())  # fmt: skip
+        PositionAwareRetriever(retriever=base, strategy=strategy, scorer=AloneScorer())
     with pytest.raises(TypeError, match="sets placement itself"):
         PositionAwareRetriever(
             retriever=base,
-            strategy="passage_likelihood_profile",
+            strategy=strategy,
             scorer=AloneScorer(),
             strategy_options={"profile": [0.1, 0.2], "placement": "first"},
         )

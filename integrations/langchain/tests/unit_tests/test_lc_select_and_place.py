@@ -330,20 +330,6 @@ def test_the_position_aware_retriever_keeps_the_subset() -> None:
     assert check_record(out, docs) == [0, 1, 3] and out[1].page_content == GOLD
 
 
-def test_the_profile_name_needs_a_profile_and_fixes_the_placement() -> None:
-    base = ListRetriever(docs=make_docs(3))
-    with pytest.raises(ValueError, match="profile="):
-        PositionAwareRetriever(retriever=base, strategy="select_and_place_profile",
-                               scorer=AloneScorer())  # fmt: skip
-    with pytest.raises(TypeError, match="sets placement itself"):
-        PositionAwareRetriever(
-            retriever=base,
-            strategy="select_and_place_profile",
-            scorer=AloneScorer(),
-            strategy_options={"profile": [0.1, 0.2], "placement": "first"},
-        )
-
-
 # ---------------------------------------------------------------------- the embedded model
 @pytest.mark.slow
 def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(lc_model: Any) -> None:

@@ -25,7 +25,7 @@ from llama_index.postprocessor.rag_position import (
 from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
-from rag_position._integration import RECORD_KEYS, record_keys
+from rag_position._integration import RECORD_KEYS, component_of, record_keys
 from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, PositionProfile, passage_likelihood
 
@@ -268,15 +268,20 @@ def test_the_retriever_knows_both_names() -> None:
     assert GOLD in _text(out[-1]) and _records(out)[-1]["gold"] is True
 
 
-def test_the_profile_name_needs_a_profile_and_fixes_the_placement() -> None:
+PROFILE_ROWS = [n for n, row in STRATEGIES.items() if row.fixed.get("placement") == "profile"]
+RETRIEVABLE_PROFILE_ROWS = [n for n in PROFILE_ROWS if component_of(n) is not None]
+
+
+@pytest.mark.parametrize("strategy", RETRIEVABLE_PROFILE_ROWS)
+def test_a_profile_name_needs_a_profile_and_fixes_the_placement(strategy: str) -> None:
+    """Every row placed by the profile that the retriever takes (from the table)."""
     base = ListRetriever(make_nodes())
     with pytest.raises(ValueError, match="profile="):
-        PositionAwareRetriever(base, "passage_likelihood_profile", scorer=AloneScorer())
+        PositionAwareRetriever(base, strategy, scorer=AloneScorer())
     with pytest.raises(TypeError, match="sets placement itself"):
         PositionAwareRetriever(
-            base, "passage_likelihood_profile", scorer=AloneScorer(), profile=[0.1, 0.2],
-            placement="first",
-        )  # fmt: skip
+            base, strategy, scorer=AloneScorer(), profile=[0.1, 0.2], placement="first"
+        )
 
 
 # ---------------------------------------------------------------------- the embedded model

@@ -335,17 +335,6 @@ def test_the_position_aware_retriever_keeps_the_subset() -> None:
     assert _snapshot(nodes) == before
 
 
-def test_the_profile_name_needs_a_profile_and_fixes_the_placement() -> None:
-    base = ListRetriever(make_nodes())
-    with pytest.raises(ValueError, match="profile="):
-        PositionAwareRetriever(base, "select_and_place_profile", scorer=AloneScorer())
-    with pytest.raises(TypeError, match="sets placement itself"):
-        PositionAwareRetriever(
-            base, "select_and_place_profile", scorer=AloneScorer(), profile=[0.1, 0.2],
-            placement="first",
-        )  # fmt: skip
-
-
 # ---------------------------------------------------------------------- the embedded model
 @pytest.mark.slow
 def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(li_model: Any) -> None:
