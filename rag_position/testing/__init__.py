@@ -8,6 +8,7 @@
   started and stopped as a user would (the tests' and benchmarks' vLLM server).
 - :mod:`rag_position.testing.scripted`: scorers whose scores a test chooses, to pin an
   algorithm's logic without a model.
+- :mod:`rag_position.testing.tuned`: valid tuned files a test changes field by field.
 - :mod:`rag_position.testing.strategies`: Hypothesis strategies for passages, metadata
   and scores (needs ``hypothesis``, a dev dependency).
 """

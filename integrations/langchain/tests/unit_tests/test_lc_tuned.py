@@ -28,6 +28,7 @@ from pydantic import ValidationError
 import rag_position
 import rag_position.models
 from rag_position import DataFormatError, PositionProfile, TunedChoice
+from rag_position.testing.tuned import example_file
 
 GOLD = "Paris is the capital of France."
 PROFILE = PositionProfile((0.3, 0.1, 0.2, 0.6), model_name="named-model", source="eval")
@@ -46,23 +47,7 @@ class ListRetriever(BaseRetriever):
         return list(self.docs)
 
 
-def tuned(
-    tmp_path: Path, strategy: str, options: dict[str, Any] | None = None, **changes: Any
-) -> Path:
-    fields: dict[str, Any] = {
-        "model": "named-model",
-        "spec": "embedded",
-        "dtype": "float32",
-        "strategy": strategy,
-        "options": options or {},
-        "profile": None,
-        "evidence": (),
-        "questions": {"data": "multidoc.jsonl.gz", "first": 0, "n": 60},
-        "command": "rag-position tune --model embedded",
-        "created": "2026-05-09T07:35:25+00:00",
-    }
-    fields.update(changes)
-    return TunedChoice(**fields).write(tmp_path / "tuned.json")
+tuned = example_file  # (folder, strategy, options, **field changes) -> the file
 
 
 def records(docs: list[Document]) -> list[dict[str, Any]]:

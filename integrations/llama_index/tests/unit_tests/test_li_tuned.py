@@ -27,7 +27,8 @@ from llama_index.postprocessor.rag_position.base import GivenOrder
 
 import rag_position
 import rag_position.models
-from rag_position import DataFormatError, PositionProfile, TunedChoice
+from rag_position import DataFormatError, PositionProfile
+from rag_position.testing.tuned import example_file
 
 QUESTION = "Who wrote Hamlet?"
 TEXTS = [f"{text} ({i})" for i, (_, text) in enumerate(DOCS)]
@@ -49,23 +50,7 @@ class ListRetriever(BaseRetriever):
         return list(self.nodes)
 
 
-def tuned(
-    tmp_path: Path, strategy: str, options: dict[str, Any] | None = None, **changes: Any
-) -> Path:
-    fields: dict[str, Any] = {
-        "model": "named-model",
-        "spec": "embedded",
-        "dtype": "float32",
-        "strategy": strategy,
-        "options": options or {},
-        "profile": None,
-        "evidence": (),
-        "questions": {"data": "multidoc.jsonl.gz", "first": 0, "n": 60},
-        "command": "rag-position tune --model embedded",
-        "created": "2026-05-09T07:35:25+00:00",
-    }
-    fields.update(changes)
-    return TunedChoice(**fields).write(tmp_path / "tuned.json")
+tuned = example_file  # (folder, strategy, options, **field changes) -> the file
 
 
 def records(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
