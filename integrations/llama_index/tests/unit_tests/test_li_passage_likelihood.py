@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 from li_testkit import DOCS, make_nodes
+from li_testkit import node_records as _records
+from li_testkit import node_snapshot as _snapshot
+from li_testkit import node_text as _text
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.rag_position import (
     COMPONENTS,
     METADATA_KEY,
@@ -55,18 +58,6 @@ class AloneScorer:
             value = VALUES[found[0]]
             out.append(SpanScore(value, value, 1))
         return out
-
-
-def _text(n: NodeWithScore) -> str:
-    return n.node.get_content(metadata_mode=MetadataMode.NONE)
-
-
-def _records(out: Sequence[NodeWithScore]) -> list[dict[str, Any]]:
-    return [n.node.metadata[METADATA_KEY] for n in out]
-
-
-def _snapshot(nodes: list[NodeWithScore]) -> list[Any]:
-    return [(id(n), id(n.node), n.score, n.node.model_dump()) for n in nodes]
 
 
 def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> list[int]:
