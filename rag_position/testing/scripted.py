@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from rag_position.errors import BackendError
 from rag_position.models.protocols import Span, SpanScore
@@ -72,3 +72,36 @@ def tolerating_nonfinite(scorer: HashScorer, call: Callable[[], T]) -> T | None:
 
 
 __all__ = ["HashScorer", "ScriptedScorer", "tolerating_nonfinite"]
+
+
+class OnePassageScorer:
+    """A scorer of one-passage prompts (passage likelihood, select-and-place): each prompt
+    must hold exactly one of the known texts, and the scored span must be ``question``.
+
+    ``totals[text]`` is the question's summed log-likelihood after that text alone, over
+    ``n_tokens`` question tokens (the mean is ``total / n_tokens``). ``calls`` records the
+    prompts of each ``score_spans`` call.
+
+    Example:
+        >>> scorer = OnePassageScorer("Who?", {"Ann did.": -1.0, "Bob.": -3.0}, n_tokens=2)
+        >>> prompt = "Ann did.\\nQuestion: Who?"
+        >>> scorer.score_spans([prompt], [(prompt.index("Who"), len(prompt))])[0].mean
+        -0.5
+    """
+
+    def __init__(self, question: str, totals: Mapping[str, float], n_tokens: int = 1) -> None:
+        self.question = question
+        self.totals = dict(totals)
+        self.n_tokens = n_tokens
+        self.calls: list[list[str]] = []
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
+        self.calls.append(list(prompts))
+        out = []
+        for prompt, (start, end) in zip(prompts, spans, strict=True):
+            assert prompt[start:end].strip() == self.question, prompt[start:end]
+            found = [text for text in self.totals if text in prompt]
+            assert len(found) == 1, f"a prompt with {len(found)} of the known texts"
+            total = self.totals[found[0]]
+            out.append(SpanScore(total / self.n_tokens, total, self.n_tokens))
+        return out

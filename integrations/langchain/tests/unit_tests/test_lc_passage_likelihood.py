@@ -26,8 +26,8 @@ from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
 from rag_position._integration import RECORD_KEYS, component_of, record_keys
-from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, passage_likelihood
+from rag_position.testing.scripted import OnePassageScorer
 
 GOLD = "Paris is the capital of France."
 # The question's likelihood after each document alone (by its text): Paris best, Madrid next.
@@ -35,27 +35,11 @@ LIKELIHOODS = [-2.0, -0.5, -3.0, -1.0, -2.5]
 VALUES = {text: value for (_, text), value in zip(FACTS, LIKELIHOODS, strict=True)}
 
 
-class AloneScorer:
-    """A scripted Scorer: each prompt holds ONE document; its value is ``VALUES[text]``.
-
-    Records the calls (one list of prompts per ``score_spans`` call) and checks the span
-    is the question.
-    """
+class AloneScorer(OnePassageScorer):
+    """Each prompt holds ONE document; its value is ``VALUES[text]`` (or ``values``)."""
 
     def __init__(self, values: dict[str, float] | None = None) -> None:
-        self.values = dict(VALUES if values is None else values)
-        self.calls: list[list[str]] = []
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
-        self.calls.append(list(prompts))
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert prompt[start:end].strip() == QUESTION
-            found = [text for text in self.values if text in prompt]
-            assert len(found) == 1, f"a prompt with {len(found)} documents"
-            value = self.values[found[0]]
-            out.append(SpanScore(value, value, 1))
-        return out
+        super().__init__(QUESTION, VALUES if values is None else values)
 
 
 def records(out: Sequence[Document]) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ from lc_testkit import FACTS, QUESTION, make_docs
 from pydantic import ValidationError
 
 from rag_position._integration import RECORD_KEYS, record_keys
-from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, select_and_place
+from rag_position.testing.scripted import OnePassageScorer
 
 GOLD = "Paris is the capital of France."
 N_TOKENS = 4
@@ -48,27 +48,11 @@ LAST = [0, 3, 1]  # the most likely last, the others before it by falling score
 EXPECTED_RECORD_KEYS = {*RECORD_KEYS, "likelihood_rank", "posterior", "dropped"}
 
 
-class AloneScorer:
-    """A scripted Scorer: each prompt holds ONE document; its total is ``SUMS[text]``
-    over ``N_TOKENS`` question tokens.
-
-    Records the calls (one list of prompts per ``score_spans`` call) and checks the span
-    is the question.
-    """
+class AloneScorer(OnePassageScorer):
+    """Each prompt holds ONE passage; its total is ``SUMS[text]`` over ``N_TOKENS`` tokens."""
 
     def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
-        self.calls.append(list(prompts))
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert prompt[start:end].strip() == QUESTION
-            found = [text for text in SUMS if text in prompt]
-            assert len(found) == 1, f"a prompt with {len(found)} documents"
-            total = SUMS[found[0]]
-            out.append(SpanScore(total / N_TOKENS, total, N_TOKENS))
-        return out
+        super().__init__(QUESTION, SUMS, N_TOKENS)
 
 
 def records(out: Sequence[Document]) -> list[dict[str, Any]]:

@@ -29,8 +29,8 @@ from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
 from rag_position._integration import RECORD_KEYS, component_of, record_keys
-from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, PositionProfile, passage_likelihood
+from rag_position.testing.scripted import OnePassageScorer
 
 QUESTION = "Who wrote Hamlet?"
 GOLD = DOCS[1][1]  # Hamlet
@@ -38,26 +38,11 @@ GOLD = DOCS[1][1]  # Hamlet
 VALUES = {DOCS[0][1]: -2.0, DOCS[1][1]: -0.5, DOCS[2][1]: -3.0, DOCS[3][1]: -1.0}
 
 
-class AloneScorer:
-    """A scripted Scorer: each prompt holds ONE node; its value is ``VALUES`` of its text.
-
-    Records the calls (one list of prompts per ``score_spans`` call) and checks the
-    span is the question.
-    """
+class AloneScorer(OnePassageScorer):
+    """Each prompt holds ONE passage; its total is ``VALUES`` of its text."""
 
     def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
-        self.calls.append(list(prompts))
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert prompt[start:end].strip() == QUESTION
-            found = [text for text in VALUES if text in prompt]
-            assert len(found) == 1, f"a prompt with {len(found)} nodes"
-            value = VALUES[found[0]]
-            out.append(SpanScore(value, value, 1))
-        return out
+        super().__init__(QUESTION, VALUES)
 
 
 def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> list[int]:

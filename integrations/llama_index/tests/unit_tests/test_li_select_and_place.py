@@ -30,8 +30,8 @@ from llama_index.postprocessor.rag_position._nodes import node_passage
 from pydantic import ValidationError
 
 from rag_position._integration import RECORD_KEYS, record_keys
-from rag_position.models import SpanScore
 from rag_position.strategies import STRATEGIES, PositionProfile, select_and_place
+from rag_position.testing.scripted import OnePassageScorer
 
 QUESTION = "Who wrote Hamlet?"
 GOLD = DOCS[1][1]  # Hamlet
@@ -49,27 +49,11 @@ LAST = [0, 3, 1]  # the most likely last, the others before it by falling score
 EXPECTED_RECORD_KEYS = {*RECORD_KEYS, "likelihood_rank", "posterior", "dropped"}
 
 
-class AloneScorer:
-    """A scripted Scorer: each prompt holds ONE node; its total is ``SUMS`` of its text
-    over ``N_TOKENS`` question tokens.
-
-    Records the calls (one list of prompts per ``score_spans`` call) and checks the
-    span is the question.
-    """
+class AloneScorer(OnePassageScorer):
+    """Each prompt holds ONE passage; its total is ``SUMS[text]`` over ``N_TOKENS`` tokens."""
 
     def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
-        self.calls.append(list(prompts))
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert prompt[start:end].strip() == QUESTION
-            found = [text for text in SUMS if text in prompt]
-            assert len(found) == 1, f"a prompt with {len(found)} nodes"
-            total = SUMS[found[0]]
-            out.append(SpanScore(total / N_TOKENS, total, N_TOKENS))
-        return out
+        super().__init__(QUESTION, SUMS, N_TOKENS)
 
 
 def check_record(out: Sequence[NodeWithScore], nodes: list[NodeWithScore]) -> list[int]:
