@@ -26,7 +26,10 @@ beside the eval's own baselines (random, gold first, gold last, the frameworks'
 
 Public here: the ``run_*`` tasks, :class:`EvalResult`, the two errors, the data
 loader :func:`load_multidoc`, :func:`available_strategies`, :class:`EvalStrategy`
-and :class:`Prepared`. The runner, store and report modules are internal.
+and :class:`Prepared`. The rest is internal, in three sub-packages: ``engine`` (a task's
+declaration and run: the runner, its executor and worker processes, the prediction
+store, the run folder's marker and lock, reports), ``tasks`` (one module per task) and
+``rows`` (the row table and what each row does to an instance).
 
 Example::
 
