@@ -33,11 +33,29 @@ def correct_by(folder: Path) -> dict[tuple[str, int, str], bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="open-domain run folders")
+    parser.add_argument(
+        "--per-k",
+        action="store_true",
+        help="pair each k on the questions every row answered at that k (partial runs)",
+    )
     args = parser.parse_args()
     found: dict[tuple[str, int, str], bool] = {}
     for folder in args.folders:
         found.update(correct_by(folder))
     rows = sorted({(name, k) for name, k, _ in found})
+    if args.per_k:
+        print("| k | questions | " + " | ".join(sorted({n for n, _ in rows})) + " |")
+        print("| --- | --- |" + " --- |" * len({n for n, _ in rows}))
+        for k in sorted({k for _, k in rows}):
+            names = sorted({n for n, kk in rows if kk == k})
+            shared = set.intersection(
+                *({q for n, kk, q in found if (n, kk) == (m, k)} for m in names)
+            )
+            cells = [
+                f"{100 * sum(found[(m, k, q)] for q in shared) / len(shared):.1f}" for m in names
+            ]
+            print(f"| {k} | {len(shared)} | " + " | ".join(cells) + " |")
+        return
     questions = set.intersection(*({q for name, k, q in found if (name, k) == row} for row in rows))
     print(f"{len(questions)} questions every row answered")
     print("| reader row | k | accuracy (%) |\n| --- | --- | --- |")
