@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_position.data import place_gold
-from rag_position.eval.datasets import load_multidoc
-from rag_position.eval.strategies import available_strategies
+from rag_position.eval.rows.catalog import available_strategies
+from rag_position.eval.tasks.datasets import load_multidoc
 
 HERE = Path(__file__).parent
 
