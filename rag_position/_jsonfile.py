@@ -7,7 +7,8 @@ and the file is opened without blocking), at most :data:`MAX_BYTES` bytes, UTF-8
 nested at most :data:`MAX_DEPTH` deep (counted before it is parsed, so that no input
 ends in a ``RecursionError``), numbers of at most :data:`MAX_DIGITS` characters and
 finite (``NaN``, ``Infinity`` and ``1e999`` are refused), whatever
-``sys.set_int_max_str_digits`` says. Every problem is a
+``sys.set_int_max_str_digits`` says. A ``.gz`` file (the packaged distractor rankings)
+is read the same way and decompressed to at most :data:`MAX_BYTES` too. Every problem is a
 :class:`~rag_position.errors.DataFormatError` naming the file and what is wrong (a
 missing file: :class:`MissingFileError`, a ``FileNotFoundError`` naming it).
 
@@ -42,6 +43,8 @@ Example:
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import os
@@ -88,11 +91,13 @@ def read_json(
     hint: str | None = None,
     max_bytes: int = MAX_BYTES,
     max_depth: int = MAX_DEPTH,
+    gzipped: bool | None = None,
 ) -> Any:
     """The JSON value in the file at ``path``, read within bounds (module doc).
 
     ``what`` names the file in errors (``"tuned file"``); ``hint`` ends the error of a
-    missing file (what makes one).
+    missing file (what makes one); ``gzipped``: decompress (default: when the name ends
+    in ``.gz``), at most ``max_bytes`` out.
     """
     where = os.fspath(path)
 
@@ -124,6 +129,14 @@ def read_json(
     finally:
         os.close(fd)
     _check_size(len(data), max_bytes, problem)
+    if gzipped if gzipped is not None else where.endswith(".gz"):
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as unpacked:
+                data = unpacked.read(max_bytes + 1)
+        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+            raise problem(f"is not a gzip file this library reads: {exc}") from None
+        if len(data) > max_bytes:
+            raise problem(f"unpacks to more than {max_bytes:,} bytes; not a file of ours")
     return parse_json(data, problem, max_depth=max_depth)
 
 

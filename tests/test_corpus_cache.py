@@ -203,6 +203,12 @@ def _header_not_json(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) 
         np.savez(f, header=np.array("{not json"), vectors=vectors)
 
 
+def _header_nested(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
+    """A header nested 100,000 deep: refused by the bounded parser, no RecursionError."""
+    with open(path, "wb") as f:
+        np.savez(f, header=np.array("[" * 100_000 + "]" * 100_000), vectors=vectors)
+
+
 def _old_npy(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
     """The previous layout: a bare .npy of the right shape, nothing to check it by."""
     with open(path, "wb") as f:
@@ -228,6 +234,7 @@ DAMAGE: dict[str, Callable[..., None]] = {
     "other-embedder": _other_embedder,
     "float64": _float64,
     "no-header": _no_header,
+    "header-nested": _header_nested,
     "header-not-json": _header_not_json,
     "old-npy-layout": _old_npy,
     "pickled": _pickled,

@@ -185,6 +185,28 @@ def test_the_reader_itself(tmp_path: Path) -> None:
         read_json(path / "under")
 
 
+def test_a_gzipped_file_is_read_within_the_same_bounds(tmp_path: Path) -> None:
+    """A ``.gz`` file (the packaged distractor rankings) is decompressed to at most
+    ``max_bytes``: a small file that unpacks past it is refused, not unpacked whole."""
+    import gzip
+
+    path = tmp_path / "x.json.gz"
+    path.write_bytes(gzip.compress(b'{"a": [1, 2]}'))
+    assert read_json(path) == {"a": [1, 2]}
+    path.write_bytes(gzip.compress(b"[" * 100 + b"]" * 100))
+    with pytest.raises(DataFormatError, match="nested more than 64 deep"):
+        read_json(path, what="packaged rankings")
+    path.write_bytes(gzip.compress(b" " * 2_000_000 + b"{}"))  # about 2 KB packed
+    assert path.stat().st_size < 10_000
+    with pytest.raises(DataFormatError, match="unpacks to more than 1,000,000 bytes"):
+        read_json(path, max_bytes=1_000_000)
+    assert read_json(path, max_bytes=2_000_002) == {}
+    path.write_bytes(b'["not gzip"]')
+    with pytest.raises(DataFormatError, match="x.json.gz' is not a gzip file"):
+        read_json(path)
+    assert read_json(path, gzipped=False) == ["not gzip"]  # the name alone does not decide
+
+
 def test_the_reader_does_not_depend_on_the_int_digit_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,6 @@ decreasing similarity; the gold passage is then inserted at the requested positi
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
@@ -320,8 +319,7 @@ class InstanceBuilder:
         if not self.packaged or k - 1 > SEED_DEPTH or not path.is_file():
             return {}
         try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                payload = json.load(f)
+            payload = read_json(path, what="packaged distractor rankings")
             header = (
                 payload["format"],
                 payload["data_sha256"],

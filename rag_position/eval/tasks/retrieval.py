@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from rag_position._jsonfile import parse_json
 from rag_position.data import normalize_answer
 from rag_position.data.builder import EMBEDDING_TEXT, default_cache_dir
 from rag_position.passages import Passage
@@ -112,7 +113,7 @@ class DenseRetriever:
             try:
                 if sorted(archive.keys()) != ["header", "vectors"]:
                     raise ValueError(f"holds {sorted(archive.keys())}, not header and vectors")
-                header = json.loads(str(archive["header"][()]))
+                header = parse_json(str(archive["header"][()]), ValueError)
                 vectors = archive["vectors"]
             finally:
                 archive.close()
