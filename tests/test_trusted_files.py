@@ -202,7 +202,7 @@ def test_a_gzipped_file_is_read_within_the_same_bounds(tmp_path: Path) -> None:
         read_json(path, max_bytes=1_000_000)
     assert read_json(path, max_bytes=2_000_002) == {}
     path.write_bytes(b'["not gzip"]')
-    with pytest.raises(DataFormatError, match="x.json.gz' is not a gzip file"):
+    with pytest.raises(DataFormatError, match=r"x\.json\.gz' is not a gzip file"):
         read_json(path)
     assert read_json(path, gzipped=False) == ["not gzip"]  # the name alone does not decide
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
-from llama_index.postprocessor.rag_position import METADATA_KEY
+from llama_index.core.schema import NodeWithScore, TextNode
 
 from rag_position.models import SpanScore
 
@@ -145,18 +144,3 @@ class WordEmbedder:
                 rows[i, j] = words.count(w)
             rows[i, -1] = 0.01  # never a zero row
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-
-def node_text(n: NodeWithScore) -> str:
-    """A node's text, without its metadata."""
-    return n.node.get_content(metadata_mode=MetadataMode.NONE)
-
-
-def node_records(out: Sequence[NodeWithScore]) -> list[dict[str, Any]]:
-    """The rag-position record of each node."""
-    return [n.node.metadata[METADATA_KEY] for n in out]
-
-
-def node_snapshot(nodes: list[NodeWithScore]) -> list[Any]:
-    """What must not change in the caller's nodes: identities, scores, contents."""
-    return [(id(n), id(n.node), n.score, n.node.model_dump()) for n in nodes]

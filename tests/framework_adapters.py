@@ -1,0 +1,270 @@
+"""Both frameworks behind one interface, for the component tests that hold for each.
+
+The LangChain compressors and the LlamaIndex postprocessors are built from the same
+strategy table (``rag_position/_integration/components.py``), so their behaviour is
+tested once, parametrised over :data:`FRAMEWORKS` (``tests/test_components_*.py``). A
+:class:`Framework` says how to wrap a passage as the framework's object, build and run a
+component by class name (sync and async), read an item's text, id, metadata, record and
+retriever score back, and build the framework's ``PositionAwareRetriever`` and
+``from_tuned``. What one framework alone has (LlamaIndex's ``replace_score``, its
+missing query and serialisation; LangChain's ``ContextualCompressionRetriever`` and the
+retriever's ``k``) stays in that framework's own tests. The mutation check is the
+conformance kit's :class:`~rag_position.testing.conformance_checks.Snapshot`, with the
+item state its framework adapters use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+import pytest
+
+lc = pytest.importorskip("langchain_rag_position")
+li = pytest.importorskip("llama_index.postprocessor.rag_position")
+
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.retrievers import BaseRetriever as LangChainRetriever  # noqa: E402
+from langchain_rag_position._adapters import to_passage  # noqa: E402
+from langchain_rag_position.compressors import GivenOrder as LangChainGivenOrder  # noqa: E402
+from llama_index.core.base.base_retriever import BaseRetriever as LlamaIndexRetriever  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from llama_index.postprocessor.rag_position._nodes import node_passage  # noqa: E402
+from llama_index.postprocessor.rag_position.base import GivenOrder as LlamaIndexGivenOrder  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from rag_position._integration import METADATA_KEY  # noqa: E402
+from rag_position.passages import Passage  # noqa: E402
+from rag_position.testing.conformance_checks import Snapshot, containers  # noqa: E402
+
+QUESTION = "What is the capital of France?"
+GOLD = "Paris is the capital of France."
+FACTS = [
+    ("Lyon", "Lyon is a large city in France, known for its cuisine."),
+    ("Paris", GOLD),
+    ("Berlin", "Berlin is the capital of Germany."),
+    ("Madrid", "Madrid is the capital of Spain."),
+    ("Rome", "Rome is the capital of Italy."),
+]
+"""(title, text) of the items :meth:`Framework.items` makes, in that order."""
+EXCLUDED = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
+
+
+class Framework:
+    """One framework's items, components and retriever, as the shared tests use them.
+
+    A subclass defines: ``wrap(text, metadata, ident, score)`` (a passage as its object,
+    ``score`` the retriever's), ``text``, ``ident``, ``metadata`` and ``score`` (the
+    retriever's, which a reorderer keeps) of an item, ``passage`` (the item as the
+    component hands it to the core), ``state`` and ``inner`` (what must not change in
+    a caller's item: :class:`Snapshot`), ``run(component, items, question, use_async)``,
+    ``unknown_option(name)`` (the error type and message pattern of an option a
+    component lacks), ``retriever(items, strategy, **options)`` (a
+    ``PositionAwareRetriever`` over a retriever of ``items``; ``options``: ``tuned``,
+    ``scorer``, ``trust_spec`` and the strategy's), ``retrieve(aware, question,
+    use_async)`` and ``reorderer`` (the component a ``PositionAwareRetriever`` runs).
+    """
+
+    name: ClassVar[str]
+    package: ClassVar[ModuleType]
+    components: ClassVar[Mapping[str, type]]  # the retriever's strategy name -> class
+    given_order: ClassVar[type]  # what a tuned file of the retriever's own order builds
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Any: ...
+    def text(self, item: Any) -> str: ...
+    def ident(self, item: Any) -> str | None: ...
+    def metadata(self, item: Any) -> dict[str, Any]: ...
+    def score(self, item: Any) -> float | None: ...
+    def passage(self, item: Any) -> Passage: ...
+    def state(self, item: Any) -> Any: ...
+    def inner(self, item: Any) -> list[int]: ...
+    def run(self, component: Any, items: Sequence[Any], question: str, use_async: bool) -> Any: ...
+    def unknown_option(self, name: str) -> tuple[type[Exception], str]: ...
+    def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any: ...
+    def reorderer(self, aware: Any) -> Any: ...
+    def retriever(self, items: list[Any], strategy: Any = None, **options: Any) -> Any: ...
+
+    def items(self, n: int = 5) -> list[Any]:
+        """``n`` items of :data:`FACTS` (repeated past five), with titles, ids ``id-<i>``,
+        nested metadata and a falling retriever score (``relevance_score`` in metadata)."""
+        out = []
+        for i in range(n):
+            (title, text), score = FACTS[i % len(FACTS)], 1.0 - i / 10
+            meta = {"title": title, "source": f"doc-{i}", "tags": ["geo", str(i)],
+                    "relevance_score": score}  # fmt: skip
+            out.append(self.wrap(text, meta, f"id-{i}", score))
+        return out
+
+    def records(self, out: Sequence[Any], key: str = METADATA_KEY) -> list[dict[str, Any]]:
+        return [self.metadata(x)[key] for x in out]
+
+    def snapshot(self, items: Sequence[Any]) -> Snapshot:
+        """The caller's items now; ``.check()`` later: nothing replaced or mutated."""
+        return Snapshot(items, state=self.state, inner=self.inner)
+
+    def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
+        """``out`` is the documented copy of ``src``: the same text and id, a NEW metadata
+        dict with the caller's keys and values plus the record under ``key``."""
+        assert out is not src and self.metadata(out) is not self.metadata(src)
+        assert self.text(out) == self.text(src) and self.ident(out) == self.ident(src)
+        assert {k: v for k, v in self.metadata(out).items() if k != key} == self.metadata(src)
+
+    def component(self, name: str, **options: Any) -> Any:
+        """The package's component class ``name``, built with ``options``."""
+        return getattr(self.package, name)(**options)
+
+    def compress(self, component: Any, items: Sequence[Any], question: str = QUESTION) -> Any:
+        """What the component returns, called synchronously."""
+        return self.run(component, items, question, False)
+
+    def from_tuned(self, tuned: str | Path, scorer: Any = None, **options: Any) -> Any:
+        return self.package.from_tuned(tuned, scorer, **options)
+
+
+class LangChainList(LangChainRetriever):
+    docs: Any
+
+    def _get_relevant_documents(self, query: str, *, run_manager: object) -> list[Document]:
+        return list(self.docs)
+
+
+class LangChain(Framework):
+    """``Document``s and document compressors (``compress_documents``)."""
+
+    name = "langchain"
+    package = lc
+    components = lc.retrievers.COMPONENTS
+    given_order = LangChainGivenOrder
+
+    def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Document:
+        return Document(page_content=text, metadata=metadata, id=ident)
+
+    def text(self, item: Document) -> str:
+        return item.page_content
+
+    def ident(self, item: Document) -> str | None:
+        return item.id
+
+    def metadata(self, item: Document) -> dict[str, Any]:
+        return item.metadata
+
+    def score(self, item: Document) -> float | None:
+        return item.metadata.get("relevance_score")  # type: ignore[no-any-return]
+
+    def passage(self, item: Document) -> Passage:
+        return to_passage(item)
+
+    def state(self, item: Document) -> Any:
+        return (item.page_content, item.id, item.type, item.metadata)
+
+    def inner(self, item: Document) -> list[int]:
+        return containers(item.metadata)
+
+    def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
+        super().check_copy(src, out, key)
+        assert type(out) is type(src) and out.type == src.type
+
+    def run(self, component: Any, items: Sequence[Any], question: str, use_async: bool) -> Any:
+        if use_async:
+            return asyncio.run(component.acompress_documents(items, question))
+        return component.compress_documents(items, question)
+
+    def unknown_option(self, name: str) -> tuple[type[Exception], str]:
+        return ValidationError, rf"{name}\n  Extra inputs are not permitted"
+
+    def retriever(self, items: list[Any], strategy: Any = None, **options: Any) -> Any:
+        own = {k: options.pop(k) for k in ("tuned", "scorer", "trust_spec") if k in options}
+        return lc.PositionAwareRetriever(
+            retriever=LangChainList(docs=items),
+            **({} if strategy is None else {"strategy": strategy}),
+            **own,
+            **({"strategy_options": options} if options else {}),
+        )
+
+    def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any:
+        return asyncio.run(aware.ainvoke(question)) if use_async else aware.invoke(question)
+
+    def reorderer(self, aware: Any) -> Any:
+        return aware.reorderer
+
+
+class LlamaIndexList(LlamaIndexRetriever):
+    def __init__(self, nodes: list[NodeWithScore]) -> None:
+        self.nodes = nodes
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return list(self.nodes)
+
+
+class LlamaIndex(Framework):
+    """``NodeWithScore``s around ``TextNode``s, and node postprocessors."""
+
+    name = "llama_index"
+    package = li
+    components = li.COMPONENTS
+    given_order = LlamaIndexGivenOrder
+
+    def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Any:
+        node = TextNode(text=text, id_=ident, metadata=metadata,
+                        excluded_llm_metadata_keys=["source"])  # fmt: skip
+        return NodeWithScore(node=node, score=score)
+
+    def text(self, item: NodeWithScore) -> str:
+        return item.node.get_content(metadata_mode=MetadataMode.NONE)
+
+    def ident(self, item: NodeWithScore) -> str | None:
+        return item.node.node_id
+
+    def metadata(self, item: NodeWithScore) -> dict[str, Any]:
+        return item.node.metadata
+
+    def score(self, item: NodeWithScore) -> float | None:
+        return item.score
+
+    def passage(self, item: NodeWithScore) -> Passage:
+        return node_passage(item, "title")
+
+    def state(self, item: NodeWithScore) -> Any:
+        return (item.score, item.node.model_dump())
+
+    def inner(self, item: NodeWithScore) -> list[int]:
+        node = item.node
+        return [id(node), *containers(node.metadata), *(id(getattr(node, k)) for k in EXCLUDED)]
+
+    def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
+        """Also a new node, the record's key kept out of prompts, the retriever's score kept
+        (``replace_score``, off here, is tested in the LlamaIndex tests)."""
+        super().check_copy(src, out, key)
+        assert out.node is not src.node and type(out.node) is type(src.node)
+        assert key in out.node.excluded_llm_metadata_keys and out.score == src.score
+
+    def run(self, component: Any, items: Sequence[Any], question: str, use_async: bool) -> Any:
+        if use_async:
+            return asyncio.run(component.apostprocess_nodes(items, query_str=question))
+        return component.postprocess_nodes(items, query_str=question)
+
+    def unknown_option(self, name: str) -> tuple[type[Exception], str]:
+        return TypeError, f"unknown options {name}"
+
+    def retriever(self, items: list[Any], strategy: Any = None, **options: Any) -> Any:
+        return li.PositionAwareRetriever(LlamaIndexList(items), strategy, **options)
+
+    def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any:
+        return asyncio.run(aware.aretrieve(question)) if use_async else aware.retrieve(question)
+
+    def reorderer(self, aware: Any) -> Any:
+        return aware.postprocessor
+
+
+FRAMEWORKS = [
+    pytest.param(LangChain(), id="langchain"),
+    pytest.param(LlamaIndex(), id="llama_index"),
+]
+"""The ``fw`` parameter of the shared component tests: each framework once."""
