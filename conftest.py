@@ -101,9 +101,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     status = int(_session.exitstatus)
     if status == pytest.ExitCode.USAGE_ERROR:  # pytest prints the usage error after this hook
         return
+    _save_coverage()  # os._exit skips coverage.py's own save at exit
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def _save_coverage() -> None:
+    """Write coverage.py's data when the session runs under it (``coverage run -m pytest``,
+    docs/development.md): the exit below skips the atexit hook that would."""
+    try:
+        import coverage
+    except ImportError:
+        return
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.stop()
+        current.save()
 
 
 @dataclass
