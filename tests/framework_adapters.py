@@ -37,6 +37,7 @@ from llama_index.postprocessor.rag_position.base import GivenOrder as LlamaIndex
 from pydantic import ValidationError  # noqa: E402
 
 from rag_position._integration import METADATA_KEY  # noqa: E402
+from rag_position.errors import ModelSpecError  # noqa: E402
 from rag_position.passages import Passage  # noqa: E402
 from rag_position.testing.conformance_checks import Snapshot, containers  # noqa: E402
 
@@ -65,13 +66,23 @@ class Framework:
     component lacks), ``retriever(items, strategy, **options)`` (a
     ``PositionAwareRetriever`` over a retriever of ``items``; ``options``: ``tuned``,
     ``scorer``, ``trust_spec`` and the strategy's), ``retrieve(aware, question,
-    use_async)`` and ``reorderer`` (the component a ``PositionAwareRetriever`` runs).
+    use_async)`` and ``reorderer`` (the component a ``PositionAwareRetriever`` runs);
+    for malformed input, ``ask(component, items, query, use_async)`` (the query as the
+    framework carries it, whatever its type) and ``unwrapped(item)`` (what a caller might
+    pass by mistake in the item's place), with the messages they get.
     """
 
     name: ClassVar[str]
     package: ClassVar[ModuleType]
     components: ClassVar[Mapping[str, type]]  # the retriever's strategy name -> class
     given_order: ClassVar[type]  # what a tuned file of the retriever's own order builds
+    # the messages (patterns) of malformed input: an unwrapped item at index 1, one item
+    # instead of a list, a blank question, a query that is not a str (format ``name``)
+    wrong_item: ClassVar[str]
+    lone_item: ClassVar[str]
+    blank_query: ClassVar[str]
+    query_type: ClassVar[str]
+    spec_error: ClassVar[type[Exception]]  # what an unknown model spec is refused with
 
     def __repr__(self) -> str:
         return self.name
@@ -89,6 +100,8 @@ class Framework:
     def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any: ...
     def reorderer(self, aware: Any) -> Any: ...
     def retriever(self, items: list[Any], strategy: Any = None, **options: Any) -> Any: ...
+    def ask(self, component: Any, items: Sequence[Any], query: Any, use_async: bool) -> Any: ...
+    def unwrapped(self, item: Any) -> Any: ...
 
     def items(self, n: int = 5) -> list[Any]:
         """``n`` items of :data:`FACTS` (repeated past five), with titles, ids ``id-<i>``,
@@ -101,6 +114,11 @@ class Framework:
             out.append(self.wrap(text, meta, f"id-{i}", score))
         return out
 
+    def with_metadata(self, item: Any, **extra: Any) -> Any:
+        """A new item of the same text, id and retriever score, with ``extra`` metadata."""
+        return self.wrap(self.text(item), {**self.metadata(item), **extra}, self.ident(item),
+                         self.score(item))  # fmt: skip
+
     def records(self, out: Sequence[Any], key: str = METADATA_KEY) -> list[dict[str, Any]]:
         return [self.metadata(x)[key] for x in out]
 
@@ -110,10 +128,12 @@ class Framework:
 
     def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
         """``out`` is the documented copy of ``src``: the same text and id, a NEW metadata
-        dict with the caller's keys and values plus the record under ``key``."""
+        dict with the caller's keys and values (the very values: a shallow copy) plus the
+        record under ``key``."""
         assert out is not src and self.metadata(out) is not self.metadata(src)
         assert self.text(out) == self.text(src) and self.ident(out) == self.ident(src)
         assert {k: v for k, v in self.metadata(out).items() if k != key} == self.metadata(src)
+        assert all(self.metadata(out)[k] is v for k, v in self.metadata(src).items() if k != key)
 
     def component(self, name: str, **options: Any) -> Any:
         """The package's component class ``name``, built with ``options``."""
@@ -141,6 +161,11 @@ class LangChain(Framework):
     package = lc
     components = lc.retrievers.COMPONENTS
     given_order = LangChainGivenOrder
+    wrong_item = r"documents\[1\] is a str, not a langchain Document"
+    lone_item = "must be a sequence of Documents, not a single Document"
+    blank_query = "`question` must be a non-empty string"
+    query_type = "{name}: the query must be a str, got"
+    spec_error = ValidationError  # pydantic wraps the ModelSpecError of the validator
 
     def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Document:
         return Document(page_content=text, metadata=metadata, id=ident)
@@ -193,6 +218,12 @@ class LangChain(Framework):
     def reorderer(self, aware: Any) -> Any:
         return aware.reorderer
 
+    def ask(self, component: Any, items: Sequence[Any], query: Any, use_async: bool) -> Any:
+        return self.run(component, items, query, use_async)
+
+    def unwrapped(self, item: Document) -> str:
+        return item.page_content
+
 
 class LlamaIndexList(LlamaIndexRetriever):
     def __init__(self, nodes: list[NodeWithScore]) -> None:
@@ -210,6 +241,11 @@ class LlamaIndex(Framework):
     package = li
     components = li.COMPONENTS
     given_order = LlamaIndexGivenOrder
+    wrong_item = "item 1 is a TextNode, not a NodeWithScore"
+    lone_item = "takes a list of NodeWithScore, got NodeWithScore"
+    blank_query = "needs the query: call postprocess_nodes"
+    query_type = r"{name}: query_bundle\.query_str must be a str, got"
+    spec_error = ModelSpecError
 
     def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Any:
         node = TextNode(text=text, id_=ident, metadata=metadata,
@@ -239,11 +275,17 @@ class LlamaIndex(Framework):
         return [id(node), *containers(node.metadata), *(id(getattr(node, k)) for k in EXCLUDED)]
 
     def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
-        """Also a new node, the record's key kept out of prompts, the retriever's score kept
-        (``replace_score``, off here, is tested in the LlamaIndex tests)."""
+        """Also a new node, the record's key kept out of prompts and embeddings (once, the
+        node's own excluded keys kept), the retriever's score kept (``replace_score``, off
+        here, is tested in the LlamaIndex tests)."""
         super().check_copy(src, out, key)
-        assert out.node is not src.node and type(out.node) is type(src.node)
-        assert key in out.node.excluded_llm_metadata_keys and out.score == src.score
+        node, before = out.node, src.node
+        assert node is not before and type(node) is type(before) and out.score == src.score
+        for name in EXCLUDED:
+            keys = getattr(node, name)
+            assert keys.count(key) == 1 and set(getattr(before, name)) <= set(keys)
+        for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+            assert key not in node.get_content(metadata_mode=mode)
 
     def run(self, component: Any, items: Sequence[Any], question: str, use_async: bool) -> Any:
         if use_async:
@@ -261,6 +303,15 @@ class LlamaIndex(Framework):
 
     def reorderer(self, aware: Any) -> Any:
         return aware.postprocessor
+
+    def ask(self, component: Any, items: Sequence[Any], query: Any, use_async: bool) -> Any:
+        bundle = QueryBundle(query_str=query)
+        if use_async:
+            return asyncio.run(component.apostprocess_nodes(items, query_bundle=bundle))
+        return component.postprocess_nodes(items, query_bundle=bundle)
+
+    def unwrapped(self, item: NodeWithScore) -> Any:
+        return item.node
 
 
 FRAMEWORKS = [

@@ -62,19 +62,6 @@ class GoldScorer:
         return out
 
 
-class FirstScorer(GoldScorer):
-    """The query is likelier the earlier the gold text comes: -(its slot)."""
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
-        out = []
-        for prompt in prompts:
-            self.prompts.append(prompt)
-            slots = [line for line in prompt.split("\n") if line.startswith("Document [")]
-            where = next(i for i, line in enumerate(slots) if self.gold in line)
-            out.append(SpanScore(-float(where), -float(where), 1))
-        return out
-
-
 class RecordingGenerator:
     """A scripted rag-position Generator that records its calls."""
 

@@ -1,0 +1,348 @@
+"""The ordering components in both frameworks: LikelihoodReorder, ConvexScoreReorder,
+ProfileReorder and EdgeReorder, each every input once, in the core function's order.
+
+Every test runs once per framework (:data:`framework_adapters.FRAMEWORKS`). Scripted
+scorers of the gold item's slot pin the order, the record and the options; the copies,
+``metadata_key``, async and malformed input are checked for each reorderer. What one
+framework alone has stays in its own tests: LangChain's ``EdgeReorderTransformer`` (and
+its parity with langchain-community's ``LongContextReorder``), ``PositionAwareRetriever``
+with ``k`` and ``ProfileReorder`` in the given order; LlamaIndex's reading of
+``NodeWithScore.score`` (NaN, infinities, ``use_scores``, parity with its
+``LongContextReorder``), ``replace_score``, the missing query and serialisation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from framework_adapters import FRAMEWORKS, GOLD, QUESTION, Framework
+
+from rag_position._integration import METADATA_KEY, RECORD_KEYS, record_keys
+from rag_position.models import SpanScore
+from rag_position.strategies import PositionProfile, convex_score, likelihood_selection
+
+pytestmark = pytest.mark.parametrize("fw", FRAMEWORKS)
+
+
+class SlotScorer:
+    """A scripted scorer of where the gold text stands: a prompt's value is
+    ``value(slot, slots)``, the gold in the ``slot``-th of its ``slots`` ``Document [i]``
+    lines, and -2 without the gold (one other item alone, as passage likelihood scores).
+    ``prompts``: every prompt scored."""
+
+    def __init__(self, value: Callable[[int, int], float]) -> None:
+        self.value = value
+        self.prompts: list[str] = []
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[SpanScore]:
+        self.prompts += prompts
+        values = []
+        for prompt in prompts:
+            lines = [x for x in prompt.splitlines() if x.startswith("Document [")]
+            where = [k for k, line in enumerate(lines) if GOLD in line]
+            values.append(self.value(where[0], len(lines)) if where else -2.0)
+        return [SpanScore(v, v, 1) for v in values]
+
+
+def at_edges() -> SlotScorer:
+    """The question likeliest (0) with the gold first or last, else -1 - 0.01 * slot."""
+    return SlotScorer(lambda k, n: 0.0 if k in (0, n - 1) else -1.0 - 0.01 * k)
+
+
+def earliest() -> SlotScorer:
+    """The question likelier the earlier the gold: -slot."""
+    return SlotScorer(lambda k, n: -float(k))
+
+
+# name -> (class, its strategy in the record, options); the gold (Paris) is item 1
+REORDERERS: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
+    "likelihood": ("LikelihoodReorder", "likelihood_selection",
+                   lambda: {"scorer": earliest(), "n_orders": 6}),
+    "convex": ("ConvexScoreReorder", "convex_score", lambda: {"scorer": at_edges()}),
+    "convex-last": ("ConvexScoreReorder", "convex_score",
+                    lambda: {"scorer": at_edges(), "placement": "last"}),
+    "profile": ("ProfileReorder", "profile", lambda: {"profile": [0.2, 0.1, 0.3, 0.4]}),
+    "profile-scorer": ("ProfileReorder", "profile",
+                       lambda: {"profile": [0.2, 0.1, 0.3, 0.4], "scorer": at_edges()}),
+    "profile-score_key": ("ProfileReorder", "profile",
+                          lambda: {"profile": [0.1, 0.2, 0.9], "score_key": "relevance_score"}),
+    "edge": ("EdgeReorder", "edge", dict),
+    "edge-score_key": ("EdgeReorder", "edge", lambda: {"score_key": "relevance_score"}),
+    "edge-llamaindex": ("EdgeReorder", "edge", lambda: {"mode": "llamaindex"}),
+    "edge-langchain": ("EdgeReorder", "edge", lambda: {"mode": "langchain"}),
+}  # fmt: skip
+by_reorderer = pytest.mark.parametrize("name", sorted(REORDERERS))
+
+
+def build(fw: Framework, name: str, **options: Any) -> Any:
+    cls, _, defaults = REORDERERS[name]
+    return fw.component(cls, **defaults(), **options)
+
+
+def check_record(fw: Framework, out: Sequence[Any], items: list[Any], strategy: str) -> list[int]:
+    """The one schema, every input once, documented copies; returns the order."""
+    order = [r["original_rank"] for r in fw.records(out)]
+    assert sorted(order) == list(range(len(items)))
+    for rank, (x, i) in enumerate(zip(out, order, strict=True)):
+        record = fw.metadata(x)[METADATA_KEY]
+        assert set(record) == {*RECORD_KEYS, *record_keys(strategy)}
+        assert record["strategy"] == strategy and record["rank"] == rank
+        assert record["score"] is None or isinstance(record["score"], float)
+        fw.check_copy(items[i], x)
+    return order
+
+
+def passages(fw: Framework, items: list[Any]) -> list[Any]:
+    return [fw.passage(x) for x in items]
+
+
+# ---------------------------------------------------------------------- likelihood selection
+@pytest.mark.parametrize("n", [3, 4])
+def test_likelihood_reorder_picks_the_most_likely_order(fw: Framework, n: int) -> None:
+    items = fw.items(n)
+    before = fw.snapshot(items)
+    scorer = earliest()
+    every = math.factorial(n)  # all orders are candidates
+    out = fw.compress(fw.component("LikelihoodReorder", scorer=scorer, n_orders=every), items)
+    order = check_record(fw, out, items, "likelihood_selection")
+    assert fw.text(out[0]) == GOLD and len(scorer.prompts) == every
+    # the winning order's likelihood (the gold first: 0) on every item
+    assert all(r["score"] == r["question_loglik"] == 0.0 for r in fw.records(out))
+    core = likelihood_selection(QUESTION, passages(fw, items), earliest(), n_orders=every)
+    assert order == core.order
+    before.check()  # inputs untouched
+
+
+def test_likelihood_reorder_keeps_the_given_order_on_ties(fw: Framework) -> None:
+    items = fw.items(4)
+    items[0], items[1] = items[1], items[0]  # the gold already first
+    out = fw.compress(fw.component("LikelihoodReorder", scorer=earliest(), n_orders=5), items)
+    assert [fw.ident(x) for x in out] == [fw.ident(x) for x in items]
+
+
+# ---------------------------------------------------------------------- ConvexScore
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_convex_score_reorder_moves_the_gold_first_and_keeps_the_rest(
+    fw: Framework, n: int
+) -> None:
+    items = fw.items(n)
+    before = fw.snapshot(items)
+    scorer = at_edges()
+    out = fw.compress(fw.component("ConvexScoreReorder", scorer=scorer), items)
+    order = check_record(fw, out, items, "convex_score")
+    rest = [i for i in range(n) if i != 1]
+    assert fw.text(out[0]) == GOLD and order == [1, *rest]  # rest="keep"
+    assert len(scorer.prompts) == n  # N rotations
+    core = convex_score(QUESTION, passages(fw, items), at_edges())
+    assert order == core.order
+    assert [r["score"] for r in fw.records(out)] == [core.scores[i] for i in order]
+    assert [r["gold"] for r in fw.records(out)] == [True] + [False] * (n - 1)
+    last = fw.compress(fw.component("ConvexScoreReorder", scorer=at_edges(), placement="last"),
+                       items)  # fmt: skip
+    assert check_record(fw, last, items, "convex_score")[-1] == 1 and fw.text(last[-1]) == GOLD
+    before.check()
+
+
+def test_convex_score_reorder_placements_and_options(fw: Framework) -> None:
+    items = fw.items(4)
+    scored = fw.component("ConvexScoreReorder", scorer=at_edges(), placement="last",
+                          rest="scores")  # fmt: skip
+    assert fw.text(fw.compress(scored, items)[-1]) == GOLD
+    profiled = fw.component("ConvexScoreReorder", scorer=at_edges(), placement="profile",
+                            profile=[0, 0, 1, 0])  # fmt: skip
+    assert fw.text(fw.compress(profiled, items)[2]) == GOLD  # the profile's best slot: 2
+    with pytest.raises(ValueError, match="profile"):
+        fw.component("ConvexScoreReorder", scorer=at_edges(), placement="profile")
+    with pytest.raises(ValueError, match="profile"):
+        fw.component("ConvexScoreReorder", scorer=at_edges(), profile=[1.0, 0.0])  # "first"
+    with pytest.raises(ValueError, match="n_rotations"):
+        fw.component("ConvexScoreReorder", scorer=at_edges(), n_rotations=0)
+    error, match = fw.unknown_option("n_order")
+    with pytest.raises(error, match=match):
+        fw.component("ConvexScoreReorder", scorer=at_edges(), n_order=3)  # a typo is refused
+
+
+def test_every_permutation_of_the_input_maps_back(fw: Framework) -> None:
+    base = fw.items(4)
+    for perm in itertools.permutations(range(4)):
+        items = [base[i] for i in perm]
+        out = fw.compress(fw.component("ConvexScoreReorder", scorer=at_edges()), items)
+        assert fw.ident(out[0]) == "id-1"  # the gold, wherever it came
+        for r, x in zip(fw.records(out), out, strict=True):
+            assert fw.ident(items[r["original_rank"]]) == fw.ident(x)
+
+
+# ---------------------------------------------------------------------- every reorderer
+@by_reorderer
+def test_copies_with_the_record_and_nothing_mutated(fw: Framework, name: str) -> None:
+    items = fw.items(4)
+    before = fw.snapshot(items)
+    reorder = build(fw, name)
+    out = fw.compress(reorder, items)
+    before.check()
+    check_record(fw, out, items, REORDERERS[name][1])
+    assert reorder.strategy_name == REORDERERS[name][1]
+
+
+@by_reorderer
+def test_metadata_key_none_returns_the_callers_items(fw: Framework, name: str) -> None:
+    items = fw.items(4)
+    before = fw.snapshot(items)
+    out = fw.compress(build(fw, name, metadata_key=None), items)
+    annotated = fw.compress(build(fw, name), items)
+    assert len(out) == len(items) and {id(x) for x in out} == {id(x) for x in items}
+    assert [fw.ident(x) for x in out] == [fw.ident(x) for x in annotated]  # the same order
+    assert all(METADATA_KEY not in fw.metadata(x) for x in out)
+    before.check()
+
+
+@by_reorderer
+def test_async_equals_sync(fw: Framework, name: str) -> None:
+    items = fw.items(5)
+    reorder = build(fw, name)
+    sync = fw.run(reorder, items, QUESTION, False)
+    asyn = fw.run(reorder, items, QUESTION, True)
+    assert [(fw.ident(x), fw.text(x), fw.metadata(x), fw.score(x)) for x in sync] == [
+        (fw.ident(x), fw.text(x), fw.metadata(x), fw.score(x)) for x in asyn
+    ]
+
+
+@by_reorderer
+def test_zero_and_one_item(fw: Framework, name: str) -> None:
+    reorder = build(fw, name)
+    assert fw.compress(reorder, []) == []
+    one = fw.compress(reorder, fw.items(1))
+    assert [fw.ident(x) for x in one] == ["id-0"] and fw.records(one)[0]["rank"] == 0
+
+
+def test_custom_metadata_key_and_chaining(fw: Framework) -> None:
+    items = fw.items(5)
+    out = fw.compress(fw.component("EdgeReorder", metadata_key="pos"), items)
+    assert all("pos" in fw.metadata(x) and METADATA_KEY not in fw.metadata(x) for x in out)
+    once = fw.compress(fw.component("EdgeReorder"), items)
+    twice = fw.compress(fw.component("EdgeReorder", mode="langchain"), once)
+    source = {fw.ident(x): x for x in items}
+    for rank, x in enumerate(twice):  # the second reorderer overwrites the key on its copy
+        assert fw.metadata(x)[METADATA_KEY]["rank"] == rank
+        fw.check_copy(source[fw.ident(x)], x)
+
+
+# ---------------------------------------------------------------------- malformed input
+def test_bad_items_and_a_blank_question_are_refused(fw: Framework) -> None:
+    items = fw.items(3)
+    for cls, options in (("EdgeReorder", {}), ("ConvexScoreReorder", {"scorer": at_edges()})):
+        reorder = fw.component(cls, **options)
+        with pytest.raises(TypeError, match=fw.wrong_item):
+            fw.compress(reorder, [items[0], fw.unwrapped(items[1])])
+        with pytest.raises(TypeError, match=fw.lone_item):
+            fw.compress(reorder, items[0])
+    with pytest.raises(ValueError, match=fw.blank_query):
+        fw.compress(fw.component("ConvexScoreReorder", scorer=at_edges()), items, "  ")
+
+
+def test_bad_options_are_refused_at_construction(fw: Framework, tmp_path: Path) -> None:
+    with pytest.raises(fw.spec_error, match="unknown model spec 'gpt-4'"):
+        fw.component("LikelihoodReorder", scorer="gpt-4")
+    with pytest.raises(ValueError, match="mode"):
+        fw.component("EdgeReorder", mode="middle")
+    with pytest.raises(ValueError, match="Haystack options"):
+        fw.component("EdgeReorder", top_k=3)
+    with pytest.raises(ValueError, match="n_orders"):
+        fw.component("LikelihoodReorder", scorer=earliest(), n_orders=0)
+    with pytest.raises(TypeError, match="profile"):
+        fw.component("ProfileReorder", profile={"values": [1]})
+    with pytest.raises(TypeError, match="numbers"):
+        fw.component("ProfileReorder", profile=["a", "b"])
+    with pytest.raises(FileNotFoundError):
+        fw.component("ProfileReorder", profile=str(tmp_path / "missing.json"))
+
+
+# ---------------------------------------------------------------------- profile placement
+def test_profile_reorder_by_a_score_key_and_by_a_scorer(fw: Framework, tmp_path: Path) -> None:
+    items = fw.items(3)
+    profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
+    path = tmp_path / "profile.json"
+    profile.save(path)  # positions by how well they read: 2, 0, 1
+    keyed = [fw.with_metadata(x, s=i) for i, x in enumerate(items)]  # item 2 the best
+    out = fw.compress(fw.component("ProfileReorder", profile=str(path), score_key="s"), keyed)
+    assert check_record(fw, out, keyed, "profile") == [1, 0, 2]
+    assert [r["score"] for r in fw.records(out)] == [1.0, 0.0, 2.0]
+    scorer = at_edges()
+    scored = fw.compress(fw.component("ProfileReorder", profile=profile, scorer=scorer), items)
+    assert fw.text(scored[2]) == GOLD  # the likeliest item alone to the best position
+    assert {r["relevance"] for r in fw.records(scored)} == {"passage_likelihood"}
+    assert len(scorer.prompts) == 3  # one prompt per item, each alone
+    assert all(p.count("Document [") == 1 for p in scorer.prompts)
+    convex = fw.component("ProfileReorder", profile=str(path), scorer=at_edges(),
+                          relevance="convex_score")  # fmt: skip
+    by_convex = fw.compress(convex, items)
+    assert fw.text(by_convex[2]) == GOLD  # ConvexScore's gold to the best-read position
+    assert {r["relevance"] for r in fw.records(by_convex)} == {"convex_score"}
+
+
+@pytest.mark.parametrize("relevance", ["passage_likelihood", "convex_score"])
+def test_profile_reorder_relevance_reaches_the_core(
+    fw: Framework, relevance: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rag_position._integration.reorder as adapters
+
+    seen: list[dict[str, Any]] = []
+    real = adapters.profile_reorder
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(adapters, "profile_reorder", spy)
+    options = {"convex_options": {"seed": 4}} if relevance == "convex_score" else {}
+    reorder = fw.component("ProfileReorder", profile=[0.1, 0.2, 0.9], scorer=at_edges(),
+                           relevance=relevance, **options)  # fmt: skip
+    assert reorder.relevance == relevance
+    out = fw.compress(reorder, fw.items(3))
+    assert len(seen) == 1 and seen[0]["relevance"] == relevance
+    assert seen[0].get("seed") == options.get("convex_options", {}).get("seed")
+    assert {r["relevance"] for r in fw.records(out)} == {relevance}
+    assert fw.text(out[2]) == GOLD
+
+
+def test_profile_reorder_errors(fw: Framework) -> None:
+    profile = PositionProfile([0.1, 0.5])
+    with pytest.raises(ValueError, match="not both"):
+        fw.component("ProfileReorder", profile=profile, score_key="s", scorer=at_edges())
+    with pytest.raises(ValueError, match="convex_score"):
+        fw.component("ProfileReorder", profile=profile, convex_options={"n_rotations": 2})
+    with pytest.raises(ValueError, match=r"relevance='convex_score' \(got relevance='passage_"):
+        fw.component("ProfileReorder", profile=profile, scorer=at_edges(),
+                     convex_options={"n_rotations": 2})  # fmt: skip
+    for scorer in (None, at_edges()):
+        with pytest.raises(ValueError, match="relevance"):
+            fw.component("ProfileReorder", profile=profile, scorer=scorer, relevance="order")
+    items = fw.items(3)
+    partial = [items[0], fw.wrap("x", {}, "x", 0.5), items[2]]
+    reorder = fw.component("ProfileReorder", profile=profile, score_key="relevance_score")
+    with pytest.raises(ValueError, match=r"documents \[1\] have no 'relevance_score'"):
+        fw.compress(reorder, partial)
+
+
+# ---------------------------------------------------------------------- edge placement
+def test_edge_reorder_by_a_score_key_and_its_modes(fw: Framework) -> None:
+    items = fw.items(5)
+    shuffled = [items[i] for i in (3, 0, 4, 1, 2)]  # relevance_score: 0.7 1.0 0.6 0.9 0.8
+    by_score = fw.compress(fw.component("EdgeReorder", score_key="relevance_score"), shuffled)
+    by_order = fw.compress(fw.component("EdgeReorder"), items)
+    assert [fw.ident(x) for x in by_score] == [fw.ident(x) for x in by_order]  # sorted first
+    assert fw.records(by_score)[0]["score"] == pytest.approx(1.0)
+    llama = fw.component("EdgeReorder", mode="llamaindex", score_key="relevance_score")
+    assert fw.ident(fw.compress(llama, items)[0]) == "id-0"  # odd count: the best first
+    haystack = fw.compress(fw.component("EdgeReorder", mode="haystack", top_k=3), items)
+    assert [fw.ident(x) for x in haystack] == ["id-0", "id-2", "id-1"]  # the only way to drop
+    with pytest.raises(ValueError, match="no document has the score key 'score'"):
+        fw.compress(fw.component("EdgeReorder", score_key="score"), items)
+    bad = [fw.with_metadata(x, relevance_score="high") for x in items]
+    with pytest.raises(ValueError, match=r"\[0\]\.metadata\['relevance_score'\] must be a number"):
+        fw.compress(fw.component("EdgeReorder", score_key="relevance_score"), bad)
