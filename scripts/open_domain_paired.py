@@ -3,6 +3,8 @@ runs answered (one run may cover fewer: the first 50 of the other's 200).
 
     .venv/bin/python scripts/open_domain_paired.py results/open-domain-bm25 \\
         results/select-open-domain50
+    .venv/bin/python scripts/open_domain_paired.py results/select-open-domain200 \\
+        results/open-domain-peers --versus reader+select_and_place
 """
 
 from __future__ import annotations
@@ -38,11 +40,20 @@ def main() -> None:
         action="store_true",
         help="pair each k on the questions every row answered at that k (partial runs)",
     )
+    parser.add_argument(
+        "--versus",
+        metavar="ROW",
+        help="each other row's wins / losses against ROW at each k (questions "
+        "one of the two answered), and the two-sided sign test's p",
+    )
     args = parser.parse_args()
     found: dict[tuple[str, int, str], bool] = {}
     for folder in args.folders:
         found.update(correct_by(folder))
     rows = sorted({(name, k) for name, k, _ in found})
+    if args.versus:
+        versus(found, args.versus)
+        return
     if args.per_k:
         print("| k | questions | " + " | ".join(sorted({n for n, _ in rows})) + " |")
         print("| --- | --- |" + " --- |" * len({n for n, _ in rows}))
@@ -74,6 +85,29 @@ def main() -> None:
         print("| --- | --- | --- | --- |")
         for (name, k), values in sorted(held.items()):
             print(f"| {name} | {k} | {len(values)} | {100 * (1 - sum(values) / len(values)):.1f} |")
+
+
+def versus(found: dict[tuple[str, int, str], bool], base: str) -> None:
+    """Each row against ``base`` at each k, on the questions both answered."""
+    from scipy.stats import binomtest
+
+    print(f"| k | row | questions | row / {base} (%) | wins / losses | sign test p |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for k in sorted({k for _, k, _ in found}):
+        mine = {q for n, kk, q in found if (n, kk) == (base, k)}
+        for name in sorted({n for n, kk, _ in found if kk == k and n != base}):
+            shared = sorted(mine & {q for n, kk, q in found if (n, kk) == (name, k)})
+            if not shared:
+                continue
+            a = [found[(name, k, q)] for q in shared]
+            b = [found[(base, k, q)] for q in shared]
+            wins = sum(x and not y for x, y in zip(a, b, strict=True))
+            losses = sum(y and not x for x, y in zip(a, b, strict=True))
+            p = binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+            print(
+                f"| {k} | {name} | {len(shared)} | {100 * sum(a) / len(shared):.1f} / "
+                f"{100 * sum(b) / len(shared):.1f} | {wins} / {losses} | {p:.2g} |"
+            )
 
 
 if __name__ == "__main__":
