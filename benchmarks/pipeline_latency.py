@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -37,8 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/reuse.py, as a sibling
 
-import torch
-from reuse import Query, build_stream, quantiles
+from reuse import Query, build_stream, quantiles, run_header
 
 from rag_position.models import load_model
 from rag_position.serving import VLLMServer
@@ -159,19 +157,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     body = run(args)
     report = {
-        "benchmark": "scorer's added latency vs the reader's time to first token (LangChain)",
-        "command": "OMP_NUM_THREADS={} python benchmarks/pipeline_latency.py {}".format(
-            os.environ.get("OMP_NUM_THREADS", "unset"),
-            " ".join(sys.argv[1:] if argv is None else argv),
+        **run_header(
+            "scorer's added latency vs the reader's time to first token (LangChain)",
+            "pipeline_latency.py",
+            argv,
+            load_start,
+            started,
         ),
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-        },
-        "load_average_at_start": round(load_start, 2),
-        "load_average_at_end": round(os.getloadavg()[0], 2),
-        "wall_seconds": round(time.perf_counter() - started, 1),
         "zipf_s": args.zipf,
         "seed": args.seed,
         "cache_mb": args.cache_mb,

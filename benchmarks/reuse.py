@@ -487,6 +487,29 @@ def served_mode(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def run_header(
+    title: str, script: str, argv: Sequence[str] | None, load_start: float, started: float
+) -> dict[str, Any]:
+    """What every benchmark JSON of this script (and ``pipeline_latency.py``) starts with:
+    the title, the command, the machine, the load average at start and end, the wall time."""
+    return {
+        "benchmark": title,
+        "command": "OMP_NUM_THREADS={} python benchmarks/{} {}".format(
+            os.environ.get("OMP_NUM_THREADS", "unset"),
+            script,
+            " ".join(sys.argv[1:] if argv is None else argv),
+        ),
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "load_average_at_start": round(load_start, 2),
+        "load_average_at_end": round(os.getloadavg()[0], 2),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -524,19 +547,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     modes = {"stream": stream_mode, "bound": bound_mode, "replay": replay_mode}
     body = {**modes, "served": served_mode, "dev": dev_mode}[args.mode](args)
     report = {
-        "benchmark": f"prefix cache reuse ({args.mode}), select_and_place on the embedded model",
-        "command": "OMP_NUM_THREADS={} python benchmarks/reuse.py {}".format(
-            os.environ.get("OMP_NUM_THREADS", "unset"),
-            " ".join(sys.argv[1:] if argv is None else argv),
+        **run_header(
+            f"prefix cache reuse ({args.mode}), select_and_place on the embedded model",
+            "reuse.py",
+            argv,
+            load_start,
+            started,
         ),
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-        },
-        "load_average_at_start": round(load_start, 2),
-        "load_average_at_end": round(os.getloadavg()[0], 2),
-        "wall_seconds": round(time.perf_counter() - started, 1),
         "zipf_s": args.zipf,
         "seed": args.seed,
         **({} if args.mode in ("replay", "served") else {"cache_mb": args.cache_mb}),
