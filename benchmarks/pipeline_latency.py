@@ -26,7 +26,6 @@ would on one machine; the timings are paired per query.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -36,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/reuse.py, as a sibling
 
-from reuse import Query, build_stream, quantiles, run_header
+from reuse import Query, build_stream, quantiles, run_header, write_report
 
 from rag_position.models import load_model
 from rag_position.serving import VLLMServer
@@ -171,10 +170,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "reader_dtype": args.reader_dtype,
         **body,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return report
+    return write_report(args.out, report)
 
 
 if __name__ == "__main__":

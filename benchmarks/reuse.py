@@ -510,6 +510,14 @@ def run_header(
     }
 
 
+def write_report(out: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` as indented JSON at ``out`` (its folder made), said on stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -559,10 +567,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         **({} if args.mode in ("replay", "served") else {"cache_mb": args.cache_mb}),
         **body,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
-    return report
+    return write_report(args.out, report)
 
 
 if __name__ == "__main__":
