@@ -146,7 +146,7 @@ def test_the_eval_runs_end_to_end_on_the_served_model(vllm_server: Any, tmp_path
     command = [
         sys.executable, "-m", "rag_position.cli", "eval", "compare",
         "--model", vllm_server.spec, "--questions", "2", "--docs", "10", "--gold", "random",
-        "--strategies", "retriever,likelihood_selection,convex_score",
+        "--strategies", ",".join(ROWS),
         "--max-new-tokens", "12", "--concurrency", "4", "--out", str(out),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -154,8 +154,15 @@ def test_the_eval_runs_end_to_end_on_the_served_model(vllm_server: Any, tmp_path
     summary = json.loads((out / "summary.json").read_text())
     assert vllm_server.spec in summary["command"]
     report = (out / "report.md").read_text()
-    for name in ("retriever", "likelihood_selection", "convex_score"):
+    for name in ROWS:
         assert f"| {name} |" in report
+
+
+ROWS = ("retriever", "likelihood_selection:n_orders=3", "convex_score:n_rotations=3")
+"""The end-to-end rows: the whole-prompt scorers with 3 prompts a question, not their
+default 10 (with 10 this was the full suite's slowest test, 372 s under load); both are
+checked against the local backend through the server in
+``test_convex_score_and_likelihood_selection_end_to_end``."""
 
 
 @pytest.mark.parametrize("chat", [True, False])
