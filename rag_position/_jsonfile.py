@@ -50,6 +50,7 @@ import math
 import os
 import re
 import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -129,11 +130,12 @@ def read_json(
     finally:
         os.close(fd)
     _check_size(len(data), max_bytes, problem)
-    if gzipped if gzipped is not None else where.endswith(".gz"):
+    unpack = where.endswith(".gz") if gzipped is None else gzipped
+    if unpack:
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as unpacked:
                 data = unpacked.read(max_bytes + 1)
-        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
             raise problem(f"is not a gzip file this library reads: {exc}") from None
         if len(data) > max_bytes:
             raise problem(f"unpacks to more than {max_bytes:,} bytes; not a file of ours")

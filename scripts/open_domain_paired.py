@@ -89,7 +89,7 @@ def main() -> None:
 
 def versus(found: dict[tuple[str, int, str], bool], base: str) -> None:
     """Each row against ``base`` at each k, on the questions both answered."""
-    from scipy.stats import binomtest
+    from rag_position.eval.engine.stats import sign_test
 
     print(f"| k | row | questions | row / {base} (%) | wins / losses | sign test p |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -103,7 +103,7 @@ def versus(found: dict[tuple[str, int, str], bool], base: str) -> None:
             b = [found[(base, k, q)] for q in shared]
             wins = sum(x and not y for x, y in zip(a, b, strict=True))
             losses = sum(y and not x for x, y in zip(a, b, strict=True))
-            p = binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+            p = sign_test(wins, losses)
             print(
                 f"| {k} | {name} | {len(shared)} | {100 * sum(a) / len(shared):.1f} / "
                 f"{100 * sum(b) / len(shared):.1f} | {wins} / {losses} | {p:.2g} |"

@@ -201,6 +201,11 @@ def test_a_gzipped_file_is_read_within_the_same_bounds(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match="unpacks to more than 1,000,000 bytes"):
         read_json(path, max_bytes=1_000_000)
     assert read_json(path, max_bytes=2_000_002) == {}
+    packed = bytearray(gzip.compress(b'{"a": [1, 2, 3]}' * 50))
+    packed[10] ^= 0xFF  # the deflate stream's first byte: zlib.error, not an OSError
+    path.write_bytes(bytes(packed))
+    with pytest.raises(DataFormatError, match="not a gzip file this library reads: Error -3"):
+        read_json(path)
     path.write_bytes(b'["not gzip"]')
     with pytest.raises(DataFormatError, match=r"x\.json\.gz' is not a gzip file"):
         read_json(path)
