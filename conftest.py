@@ -43,6 +43,22 @@ import pytest
 
 _session: pytest.Session | None = None
 
+
+def _worker_threads() -> None:
+    """Under pytest-xdist (``-n N``), each worker's share of the cores for PyTorch (and
+    the processes a test starts: the eval's workers, the notebooks' kernels): with the
+    default, every worker would use every core, and two-thread processes sharing two
+    cores run 5 to 10 times slower. Set before any test module imports torch."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = threads
+
+
+_worker_threads()
+
 TIERS = ("slow", "lint")
 """Markers outside the unit tier: ``slow`` (a real model, embedder, vLLM server or
 notebook) and ``lint`` (ruff, mypy, the strict docs build)."""
@@ -67,14 +83,23 @@ REAL_MODEL_FIXTURES = frozenset(
 """Fixtures that load a real model, embedder or server: a test using one, directly or
 through another fixture, is marked ``slow`` here, whether or not its module says so."""
 
+VLLM_FIXTURES = frozenset({"vllm_server", "vllm_gemma_server"})
+"""Fixtures that start a vLLM server: under pytest-xdist (``-n N --dist loadgroup``, as
+the README's test command runs) every test using one runs in the same worker, so that
+the session's server starts once and two servers never hold memory at once."""
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses a fixture of ``REAL_MODEL_FIXTURES`` is marked ``slow``. A plain
     ``pytest`` runs the unit tier: the tests marked with a tier in ``TIERS`` are
     deselected unless ``--all`` or a ``-m`` expression asks for them."""
     for item in items:
-        if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        fixtures = getattr(item, "fixturenames", ())
+        if REAL_MODEL_FIXTURES.intersection(fixtures):
             item.add_marker(pytest.mark.slow)
+        if VLLM_FIXTURES.intersection(fixtures):  # -n N --dist loadgroup: one worker's
+            item.add_marker(pytest.mark.xdist_group("vllm"))  # (one vLLM server at a time)
     if config.getoption("--all") or config.option.markexpr:
         return
     kept: list[pytest.Item] = []

@@ -107,7 +107,7 @@ def test_scores_equal_the_uncached_ones_and_a_hit_equals_its_miss(
     want = plain.score_spans(prompts, spans)
     first = model.score_spans(prompts, spans)
     s = model.prefix_cache.stats()
-    assert (s.hits, s.misses, s.entries) == (0, 4, 4)
+    assert (s.hits, s.misses, s.entries) == (0, 4, 5)  # four prefixes and their shared head
     _close(first, want, 1e-5)
     again = model.score_spans(prompts, spans)
     assert model.prefix_cache.stats().hits == 4
@@ -146,7 +146,27 @@ def test_the_bound_holds_on_the_model(embedded_fp32: Any, dev: Any) -> None:
     _close(got, plain.score_spans(prompts, spans), 1e-5)
     tiny = _cached(plain, mb=1)  # no prefix fits: scored all the same, nothing stored
     assert tiny.score_spans(prompts[:2], spans[:2]) == got[:2]
-    assert tiny.prefix_cache.stats().too_large == 2 and len(tiny.prefix_cache) == 0
+    assert tiny.prefix_cache.stats().too_large == 3 and len(tiny.prefix_cache) == 0  # + the head
+
+
+@slow
+def test_the_misses_of_a_call_compute_their_shared_head_once(embedded_fp32: Any, dev: Any) -> None:
+    prompts, spans = _one_passage(dev[1].question, dev[1].passages[:4])
+
+    def used(model: Any) -> tuple[list[SpanScore], int]:
+        before = model.usage.prompt_tokens
+        return model.score_spans(prompts, spans), model.usage.prompt_tokens - before
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prefix_cache, "shared_head", lambda prefixes: [])
+        alone, each_whole = used(_cached(embedded_fp32))
+    model = _cached(embedded_fp32)
+    shared, once = used(model)
+    # the head (chat template and instruction, 56 tokens) computed once, kept as an entry
+    assert once == each_whole - 3 * 56 and model.prefix_cache.stats().entries == 4 + 1
+    _close(shared, alone, 1e-5)
+    again, reused = used(_cached(embedded_fp32))  # a new cache: a new head, the same scores
+    assert reused == once and again == shared
 
 
 @slow
@@ -162,7 +182,7 @@ def test_a_cache_never_serves_another_model_or_dtype(
     got = bf16.score_spans(prompts, spans)
     twin.score_spans(prompts, spans)
     s = fp32.prefix_cache.stats()
-    assert (s.hits, s.misses, s.entries) == (0, 6, 6)
+    assert (s.hits, s.misses, s.entries) == (0, 6, 9)  # three models x (two prefixes, a head)
     assert {e[0][0][0].dtype for e in fp32.prefix_cache._entries.values()} == {
         torch.float32,
         torch.bfloat16,
@@ -239,7 +259,7 @@ def test_sliding_window_layers_past_the_window(dev: Any) -> None:
     spans = [question_span(p, question) for p in prompts]
     assert len(gemma.encode(prompts[0]).ids) > 800
     _close(model.score_spans(prompts, spans), gemma.score_spans(prompts, spans), 1e-5)
-    assert model.prefix_cache.unsupported is None and len(model.prefix_cache) == 2
+    assert model.prefix_cache.unsupported is None and len(model.prefix_cache) == 2 + 1  # + head
 
 
 @slow

@@ -19,7 +19,7 @@ SECTION = "## In your LangChain or LlamaIndex pipeline"
 # CI runs the second command as written (.ci/run); a newcomer runs the first.
 COMMANDS = [
     "bash scripts/setup.sh && .venv/bin/rag-position eval quick",
-    "bash scripts/setup.sh --dev && .venv/bin/python -m pytest -q --all",
+    "bash scripts/setup.sh --dev && .venv/bin/python -m pytest -q --all -n 2",
 ]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
