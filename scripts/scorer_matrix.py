@@ -112,6 +112,10 @@ def summarize(name: str, found: dict[str, Any]) -> dict[str, Any]:
             other: _paired(rows["select_and_place"], rows[other], qs)
             for other in (best, *(p for p in PEERS if p in rows), *(b for b in BOUNDS if b in rows))
         }
+        if "gold_alone" in rows:  # the most any selection could win against each peer
+            out["oracle_versus"] = {
+                peer: _paired(rows["gold_alone"], rows[peer], qs) for peer in PEERS if peer in rows
+            }
         base = out["rows"]["retriever"]["reader_prompt_tokens"] if "retriever" in rows else None
         if base:
             out["reader_tokens_vs_full"] = (
