@@ -306,12 +306,15 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel what has not started and stop the workers at once (a failed or interrupted
     run must not wait for chunks whose records nobody will save)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown
+    manager = getattr(pool, "_executor_manager_thread", None)  # shutdown forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
             process.terminate()
     for process in processes:
         process.join(timeout=5)
+    if manager is not None:  # else its pipe may close under concurrent.futures' exit hook,
+        manager.join(timeout=5)  # which then prints an EBADF traceback after Ctrl-C
 
 
 @contextmanager
