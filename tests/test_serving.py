@@ -310,6 +310,23 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     assert flag not in VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
 
 
+def test_on_a_cpu_the_compile_cache_vllm_can_load_is_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.32's AOT artifacts never load on the CPU, so each start recompiled (about a
+    minute); its older cache does. The served tests' logs check that it loads."""
+    from rag_position import serving
+
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
+    assert VLLMServer("embedded").environment()["VLLM_USE_AOT_COMPILE"] == "0"
+    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")  # the user's choice stands
+    assert VLLMServer("embedded").environment()["VLLM_USE_AOT_COMPILE"] == "1"
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE")
+    monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
+    assert "VLLM_USE_AOT_COMPILE" not in VLLMServer("embedded").environment()
+
+
 def test_a_config_the_bounded_reader_refuses_gives_no_vocabulary(tmp_path: Path) -> None:
     """``config.json`` is read like every JSON file the library trusts (issue 42): a FIFO
     is not waited on, nesting past the cap is not recursed into; the vocabulary is then
