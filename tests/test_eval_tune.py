@@ -229,7 +229,7 @@ def test_tune_from_the_command_line_on_the_embedded_model(
     path = tmp_path / "tuned.json"
     code = main(
         ["tune", "--questions", "2", "--strategies", "edge", "--dtype", "float32",
-         "--out", str(path), "--no-progress"]
+         "--max-new-tokens", "8", "--out", str(path), "--no-progress"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     choice = read_tuned(path)

@@ -78,7 +78,7 @@ def test_two_workers_write_what_one_thread_writes(
     log = tmp_path / "pids.txt"
     model = PidLogged(embedded_fp32, log)
     settings: dict[str, Any] = {
-        "questions": 3,
+        "questions": 2,
         "positions": [0, 9],
         "baselines": False,
         "batch_size": 2,
@@ -94,7 +94,7 @@ def test_two_workers_write_what_one_thread_writes(
     pids = {pid for pid, _ in calls}
     assert str(os.getpid()) not in pids and len(pids) == 2, calls  # both workers generated
     assert {threads for _, threads in calls} == {"1"}
-    assert len(_records(tmp_path / "two")) == 6
+    assert len(_records(tmp_path / "two")) == 4
     assert _records(tmp_path / "two") == _records(tmp_path / "one")
     report = (tmp_path / "two" / "report.md").read_text()
     assert "| workers | 2 |" in report

@@ -148,7 +148,7 @@ def test_the_eval_runs_end_to_end_on_the_served_model(vllm_server: Any, tmp_path
     out = tmp_path / "run"
     command = [
         sys.executable, "-m", "rag_position.cli", "eval", "compare",
-        "--model", vllm_server.spec, "--questions", "2", "--docs", "10", "--gold", "random",
+        "--model", vllm_server.spec, "--questions", "1", "--docs", "10", "--gold", "random",
         "--strategies", ",".join(ROWS),
         "--max-new-tokens", "12", "--concurrency", "4", "--out", str(out),
     ]  # fmt: skip
