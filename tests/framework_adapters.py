@@ -1,22 +1,16 @@
 """Both frameworks behind one interface, for the component tests that hold for each.
 
-The LangChain compressors and the LlamaIndex postprocessors are built from the same
-strategy table (``rag_position/_integration/components.py``), so their behaviour is
-tested once, parametrised over :data:`FRAMEWORKS` (``tests/test_components_*.py``). A
-:class:`Framework` says how to wrap a passage as the framework's object, build and run a
-component by class name (sync and async), read an item's text, id, metadata, record and
-retriever score back, and build the framework's ``PositionAwareRetriever`` and
-``from_tuned``. What one framework alone has (LlamaIndex's ``replace_score``, its
-missing query and serialisation; LangChain's ``ContextualCompressionRetriever`` and the
-retriever's ``k``) stays in that framework's own tests. The mutation check is the
-conformance kit's :class:`~rag_position.testing.conformance_checks.Snapshot`, with the
-item state its framework adapters use.
+LangChain's compressors and LlamaIndex's postprocessors are built from one strategy table
+(``rag_position/_integration/components.py``), so ``tests/test_components_*.py`` test them
+once, parametrised over :data:`FRAMEWORKS`. What one framework alone has (LlamaIndex's
+``replace_score``, missing query, serialisation; LangChain's ``k``) stays in its own tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
@@ -36,7 +30,7 @@ from llama_index.postprocessor.rag_position._nodes import node_passage  # noqa: 
 from llama_index.postprocessor.rag_position.base import GivenOrder as LlamaIndexGivenOrder  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
-from rag_position._integration import METADATA_KEY  # noqa: E402
+from rag_position._integration import METADATA_KEY, RECORD_KEYS, record_keys  # noqa: E402
 from rag_position.errors import ModelSpecError  # noqa: E402
 from rag_position.passages import Passage  # noqa: E402
 from rag_position.testing.conformance_checks import Snapshot, containers  # noqa: E402
@@ -57,19 +51,10 @@ EXCLUDED = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 class Framework:
     """One framework's items, components and retriever, as the shared tests use them.
 
-    A subclass defines: ``wrap(text, metadata, ident, score)`` (a passage as its object,
-    ``score`` the retriever's), ``text``, ``ident``, ``metadata`` and ``score`` (the
-    retriever's, which a reorderer keeps) of an item, ``passage`` (the item as the
-    component hands it to the core), ``state`` and ``inner`` (what must not change in
-    a caller's item: :class:`Snapshot`), ``run(component, items, question, use_async)``,
-    ``unknown_option(name)`` (the error type and message pattern of an option a
-    component lacks), ``retriever(items, strategy, **options)`` (a
-    ``PositionAwareRetriever`` over a retriever of ``items``; ``options``: ``tuned``,
-    ``scorer``, ``trust_spec`` and the strategy's), ``retrieve(aware, question,
-    use_async)`` and ``reorderer`` (the component a ``PositionAwareRetriever`` runs);
-    for malformed input, ``ask(component, items, query, use_async)`` (the query as the
-    framework carries it, whatever its type) and ``unwrapped(item)`` (what a caller might
-    pass by mistake in the item's place), with the messages they get.
+    ``state``/``inner``: what must not change in a caller's item (:class:`Snapshot`);
+    ``retriever``: a ``PositionAwareRetriever`` over ``items`` (``options``: ``tuned``,
+    ``scorer``, ``trust_spec`` and the strategy's); ``ask``: the query as the framework
+    carries it, whatever its type; ``unwrapped``: what a caller might pass by mistake.
     """
 
     name: ClassVar[str]
@@ -122,18 +107,37 @@ class Framework:
     def records(self, out: Sequence[Any], key: str = METADATA_KEY) -> list[dict[str, Any]]:
         return [self.metadata(x)[key] for x in out]
 
+    def passages(self, items: Sequence[Any]) -> list[Passage]:
+        return [self.passage(x) for x in items]
+
+    def outcome(self, out: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Each item's id, text, metadata and retriever score, in order."""
+        return [(self.ident(x), self.text(x), self.metadata(x), self.score(x)) for x in out]
+
     def snapshot(self, items: Sequence[Any]) -> Snapshot:
         """The caller's items now; ``.check()`` later: nothing replaced or mutated."""
         return Snapshot(items, state=self.state, inner=self.inner)
 
     def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
         """``out`` is the documented copy of ``src``: the same text and id, a NEW metadata
-        dict with the caller's keys and values (the very values: a shallow copy) plus the
-        record under ``key``."""
+        dict with the caller's keys and (the very) values plus the record under ``key``."""
         assert out is not src and self.metadata(out) is not self.metadata(src)
         assert self.text(out) == self.text(src) and self.ident(out) == self.ident(src)
         assert {k: v for k, v in self.metadata(out).items() if k != key} == self.metadata(src)
         assert all(self.metadata(out)[k] is v for k, v in self.metadata(src).items() if k != key)
+
+    def check_record(self, out: Sequence[Any], items: list[Any], strategy: str) -> list[int]:
+        """The one schema, each input once (unless in the record's ``dropped``), documented
+        copies; returns the order."""
+        order = [r["original_rank"] for r in self.records(out)]
+        for rank, (x, i) in enumerate(zip(out, order, strict=True)):
+            record = self.metadata(x)[METADATA_KEY]
+            assert set(record) == {*RECORD_KEYS, *record_keys(strategy)}
+            assert record["strategy"] == strategy and record["rank"] == rank
+            assert record["score"] is None or isinstance(record["score"], float)
+            assert sorted([*order, *record.get("dropped", [])]) == list(range(len(items)))
+            self.check_copy(items[i], x)
+        return order
 
     def component(self, name: str, **options: Any) -> Any:
         """The package's component class ``name``, built with ``options``."""
@@ -166,24 +170,17 @@ class LangChain(Framework):
     blank_query = "`question` must be a non-empty string"
     query_type = "{name}: the query must be a str, got"
     spec_error = ValidationError  # pydantic wraps the ModelSpecError of the validator
+    text = unwrapped = attrgetter("page_content")
+    ident = attrgetter("id")
+    metadata = attrgetter("metadata")
+    reorderer = attrgetter("reorderer")
+    passage = staticmethod(to_passage)
 
     def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Document:
         return Document(page_content=text, metadata=metadata, id=ident)
 
-    def text(self, item: Document) -> str:
-        return item.page_content
-
-    def ident(self, item: Document) -> str | None:
-        return item.id
-
-    def metadata(self, item: Document) -> dict[str, Any]:
-        return item.metadata
-
     def score(self, item: Document) -> float | None:
         return item.metadata.get("relevance_score")  # type: ignore[no-any-return]
-
-    def passage(self, item: Document) -> Passage:
-        return to_passage(item)
 
     def state(self, item: Document) -> Any:
         return (item.page_content, item.id, item.type, item.metadata)
@@ -215,14 +212,8 @@ class LangChain(Framework):
     def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any:
         return asyncio.run(aware.ainvoke(question)) if use_async else aware.invoke(question)
 
-    def reorderer(self, aware: Any) -> Any:
-        return aware.reorderer
-
     def ask(self, component: Any, items: Sequence[Any], query: Any, use_async: bool) -> Any:
         return self.run(component, items, query, use_async)
-
-    def unwrapped(self, item: Document) -> str:
-        return item.page_content
 
 
 class LlamaIndexList(LlamaIndexRetriever):
@@ -246,6 +237,11 @@ class LlamaIndex(Framework):
     blank_query = "needs the query: call postprocess_nodes"
     query_type = r"{name}: query_bundle\.query_str must be a str, got"
     spec_error = ModelSpecError
+    ident = attrgetter("node.node_id")
+    metadata = attrgetter("node.metadata")
+    score = attrgetter("score")
+    reorderer = attrgetter("postprocessor")
+    unwrapped = attrgetter("node")
 
     def wrap(self, text: str, metadata: dict[str, Any], ident: str, score: float) -> Any:
         node = TextNode(text=text, id_=ident, metadata=metadata,
@@ -254,15 +250,6 @@ class LlamaIndex(Framework):
 
     def text(self, item: NodeWithScore) -> str:
         return item.node.get_content(metadata_mode=MetadataMode.NONE)
-
-    def ident(self, item: NodeWithScore) -> str | None:
-        return item.node.node_id
-
-    def metadata(self, item: NodeWithScore) -> dict[str, Any]:
-        return item.node.metadata
-
-    def score(self, item: NodeWithScore) -> float | None:
-        return item.score
 
     def passage(self, item: NodeWithScore) -> Passage:
         return node_passage(item, "title")
@@ -276,8 +263,7 @@ class LlamaIndex(Framework):
 
     def check_copy(self, src: Any, out: Any, key: str = METADATA_KEY) -> None:
         """Also a new node, the record's key kept out of prompts and embeddings (once, the
-        node's own excluded keys kept), the retriever's score kept (``replace_score``, off
-        here, is tested in the LlamaIndex tests)."""
+        node's own excluded keys kept), the retriever's score kept."""
         super().check_copy(src, out, key)
         node, before = out.node, src.node
         assert node is not before and type(node) is type(before) and out.score == src.score
@@ -301,17 +287,11 @@ class LlamaIndex(Framework):
     def retrieve(self, aware: Any, question: str = QUESTION, use_async: bool = False) -> Any:
         return asyncio.run(aware.aretrieve(question)) if use_async else aware.retrieve(question)
 
-    def reorderer(self, aware: Any) -> Any:
-        return aware.postprocessor
-
     def ask(self, component: Any, items: Sequence[Any], query: Any, use_async: bool) -> Any:
         bundle = QueryBundle(query_str=query)
         if use_async:
             return asyncio.run(component.apostprocess_nodes(items, query_bundle=bundle))
         return component.postprocess_nodes(items, query_bundle=bundle)
-
-    def unwrapped(self, item: NodeWithScore) -> Any:
-        return item.node
 
 
 FRAMEWORKS = [

@@ -1,12 +1,8 @@
-"""A query that is not a string reaches every ordering component, in both frameworks, as
-a TypeError naming the component, whatever the strategy and however many items; one that
-is not valid Unicode is a ValueError naming it. Nothing is scored: the scorer here fails
-the test if it is called.
-
-Every test runs once per framework (:data:`framework_adapters.FRAMEWORKS`); the query
-goes in as the framework carries it (LangChain's ``query``, LlamaIndex's
-``QueryBundle.query_str``: :meth:`Framework.ask`). LangChain's retriever and LlamaIndex's
-``query_bundle`` of another type and ``query_str=`` keyword are in their own tests.
+"""Malformed input to every ordering component, in both frameworks: bad options are refused
+at construction; a query that is not a string is a TypeError naming the component, whatever
+the strategy and however many items; one that is not valid Unicode, a ValueError. Nothing is
+scored (the scorer fails the test if called). The query goes in as the framework carries it
+(:meth:`Framework.ask`).
 """
 
 from __future__ import annotations
@@ -16,6 +12,9 @@ from typing import Any
 
 import pytest
 from framework_adapters import FRAMEWORKS, Framework
+from pydantic import ValidationError
+
+from rag_position.strategies import PositionProfile
 
 pytestmark = pytest.mark.parametrize("fw", FRAMEWORKS)
 
@@ -69,3 +68,75 @@ def test_a_query_that_is_not_valid_unicode_is_a_value_error(fw: Framework, name:
     _, component = build(fw, name)
     with pytest.raises(ValueError, match=r"`question` is not valid Unicode.*character 8"):
         fw.compress(component, fw.items(), "what is \ud800?")
+
+
+S = Untouchable()
+P = PositionProfile([0.1, 0.5])
+# class -> (options, the error, its message pattern): "unknown" and "spec" stand for the
+# framework's own error of an option the component lacks and of an unknown model spec
+REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
+    "LikelihoodReorder": [
+        ({"scorer": "gpt-4"}, "spec", "unknown model spec 'gpt-4'"),
+        ({"scorer": S, "n_orders": 0}, ValueError, "n_orders"),
+    ],
+    "EdgeReorder": [
+        ({"mode": "middle"}, ValueError, "mode"),
+        ({"top_k": 3}, ValueError, "Haystack options"),
+    ],
+    "ConvexScoreReorder": [
+        ({"scorer": S, "placement": "profile"}, ValueError, "profile"),
+        ({"scorer": S, "profile": [1.0, 0.0]}, ValueError, "profile"),  # placement="first"
+        ({"scorer": S, "n_rotations": 0}, ValueError, "n_rotations"),
+        ({"scorer": S, "n_order": 3}, "unknown", "n_order"),  # a typo is refused
+    ],
+    "ProfileReorder": [
+        ({"profile": {"values": [1]}}, TypeError, "profile"),
+        ({"profile": ["a", "b"]}, TypeError, "numbers"),
+        ({"profile": "no-such-folder/missing.json"}, FileNotFoundError, None),
+        ({"profile": P, "score_key": "s", "scorer": S}, ValueError, "not both"),
+        ({"profile": P, "convex_options": {"n_rotations": 2}}, ValueError, "convex_score"),
+        (
+            {"profile": P, "scorer": S, "convex_options": {"n_rotations": 2}},
+            ValueError,
+            r"relevance='convex_score' \(got relevance='passage_",
+        ),
+        ({"profile": P, "relevance": "order"}, ValueError, "relevance"),
+        ({"profile": P, "scorer": S, "relevance": "order"}, ValueError, "relevance"),
+    ],
+    "PassageLikelihoodReorder": [
+        ({"scorer": S, "placement": "profile"}, ValueError, "profile"),
+        ({"scorer": S, "profile": [0.1, 0.2]}, ValueError, "profile"),  # placement="first"
+        ({"scorer": S, "placement": "profile", "profile": ["high", "low"]}, TypeError, "numbers"),
+        ({"scorer": S, "placement": "middle"}, ValidationError, None),
+        ({"scorer": S, "rest": "shuffle"}, ValidationError, None),
+        ({"scorer": S, "n_rotations": 3}, "unknown", "n_rotations"),  # ConvexScore's
+        ({}, ValueError, "scorer"),
+        ({"scorer": object()}, TypeError, "score"),
+    ],
+    "SelectAndPlace": [
+        *(({"scorer": S, "mass": m}, ValidationError, None) for m in (0, 0.0, 1.5, -0.1, "most")),
+        ({"scorer": S, "top_n": 0}, ValidationError, None),
+        ({"scorer": S, "top_n": -1}, ValidationError, None),
+        ({"scorer": S, "placement": "middle"}, ValidationError, None),
+        ({"scorer": S, "rest": "scores"}, "unknown", "rest"),  # not ours
+        ({"scorer": S, "placement": "profile"}, ValueError, "profile"),
+        ({"scorer": S, "profile": [0.1, 0.2]}, ValueError, "profile"),  # placement="last"
+        ({}, ValueError, "scorer"),
+        ({"scorer": object()}, TypeError, "score"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("cls", "options", "error", "match"),
+    [(cls, *row) for cls, rows in REFUSED.items() for row in rows],
+)
+def test_bad_options_are_refused_at_construction(
+    fw: Framework, cls: str, options: dict[str, Any], error: Any, match: str | None
+) -> None:
+    if error == "unknown":
+        error, match = fw.unknown_option(match)
+    elif error == "spec":
+        error = fw.spec_error
+    with pytest.raises(error, match=match):
+        fw.component(cls, **options)

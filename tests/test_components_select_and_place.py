@@ -1,25 +1,18 @@
-"""SelectAndPlace in both frameworks: each item scored alone, the likeliest kept (mass,
-top_n), then placed.
-
-Every test runs once per framework (:data:`framework_adapters.FRAMEWORKS`). Scripted
-scorers pin what is kept and dropped, the order, the record and the options (the
-posterior is chosen so every expected value is computable by hand); one test runs the
-embedded model (marked ``slow``) and checks the component equals the core function on
-it. LlamaIndex's ``replace_score`` and missing query, and LangChain's
-``ContextualCompressionRetriever``, are in each framework's own tests.
+"""SelectAndPlace in both frameworks (:data:`framework_adapters.FRAMEWORKS`): each item scored
+alone, the likeliest kept (mass, top_n), then placed. Scripted scorers pin what is kept, the
+order, the record and the options (the posterior chosen so every value is computable by
+hand); the embedded model (``slow``) checks the component equals the core function.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from framework_adapters import FACTS, FRAMEWORKS, GOLD, QUESTION, Framework
-from pydantic import ValidationError
 
-from rag_position._integration import METADATA_KEY, RECORD_KEYS, record_keys
+from rag_position._integration import record_keys
 from rag_position.strategies import STRATEGIES, PositionProfile, select_and_place
 from rag_position.testing.scripted import OnePassageScorer
 
@@ -36,7 +29,7 @@ RANKED = [1, 3, 0, 4, 2]  # Paris, Madrid, Lyon, Rome, Berlin (most likely first
 KEPT = [1, 3, 0]
 DROPPED = [4, 2]
 LAST = [0, 3, 1]  # the most likely last, the others before it by falling score
-EXPECTED_RECORD_KEYS = {*RECORD_KEYS, "likelihood_rank", "posterior", "dropped"}
+ALL = [2, 4, 0, 3, 1]  # all, by score, the best last
 
 
 class AloneScorer(OnePassageScorer):
@@ -46,62 +39,38 @@ class AloneScorer(OnePassageScorer):
         super().__init__(QUESTION, SUMS, N_TOKENS)
 
 
-def check_record(fw: Framework, out: Sequence[Any], items: list[Any]) -> list[int]:
-    """The one schema, each kept input once, documented copies; returns the order kept."""
-    order = [r["original_rank"] for r in fw.records(out)]
-    assert len(set(order)) == len(order) and all(0 <= i < len(items) for i in order)
-    assert set(record_keys("select_and_place")) == {"likelihood_rank", "posterior", "dropped"}
-    dropped = sorted(set(range(len(items))) - set(order))
-    for rank, (x, i) in enumerate(zip(out, order, strict=True)):
-        record = fw.metadata(x)[METADATA_KEY]
-        assert set(record) == EXPECTED_RECORD_KEYS
-        assert record["strategy"] == "select_and_place" and record["rank"] == rank
-        assert sorted(record["dropped"]) == dropped
-        fw.check_copy(items[i], x)
-    return order
-
-
 def select(fw: Framework, items: list[Any], **options: Any) -> Any:
     return fw.compress(fw.component("SelectAndPlace", scorer=AloneScorer(), **options), items)
 
 
 def core_result(fw: Framework, items: list[Any], scorer: Any = None, **options: Any) -> Any:
-    passages = [fw.passage(x) for x in items]
-    return select_and_place(QUESTION, passages, scorer or AloneScorer(), **options)
+    return select_and_place(QUESTION, fw.passages(items), scorer or AloneScorer(), **options)
 
 
-# ---------------------------------------------------------------------- what is kept
 def test_the_default_mass_keeps_three_and_places_the_likeliest_last(fw: Framework) -> None:
     items = fw.items(5)
     before = fw.snapshot(items)
     scorer = AloneScorer()
     out = fw.compress(fw.component("SelectAndPlace", scorer=scorer), items)
-    assert check_record(fw, out, items) == LAST
-    assert fw.text(out[-1]) == GOLD
-    assert [r["dropped"] for r in fw.records(out)] == [DROPPED] * 3
+    assert set(record_keys("select_and_place")) == {"likelihood_rank", "posterior", "dropped"}
+    assert fw.check_record(out, items, "select_and_place") == LAST and fw.text(out[-1]) == GOLD
     assert [fw.score(x) for x in out] == [fw.score(items[i]) for i in LAST]  # the retriever's
     assert len(scorer.calls) == 1 and len(scorer.calls[0]) == 5  # N one-item prompts, batched
     assert all(p.count("Document [") == 1 for p in scorer.calls[0])
-    before.check()  # inputs untouched
-
-
-def test_the_record_of_each_kept_item(fw: Framework) -> None:
-    items = fw.items(5)
-    out = select(fw, items)
     core = core_result(fw, items)
     for r in fw.records(out):
         i = r["original_rank"]
         assert r["score"] == pytest.approx(MEANS[i]) == core.scores[i]  # the MEAN, not the sum
         assert r["score"] != pytest.approx(math.log(WEIGHTS[i]))
         assert r["likelihood_rank"] == RANKED.index(i)
-        assert (
-            r["posterior"] == pytest.approx(WEIGHTS[i])
-            and r["posterior"] == (core.details["posterior"][i])
-        )
+        assert r["posterior"] == pytest.approx(WEIGHTS[i]) == core.details["posterior"][i]
         assert r["dropped"] == DROPPED == core.details["dropped"]
     assert [r["likelihood_rank"] for r in fw.records(out)] == [2, 1, 0]
     kept_mass = sum(r["posterior"] for r in fw.records(out))
     assert kept_mass == pytest.approx(0.95) and kept_mass <= 1.0
+    lists = [r["dropped"] for r in fw.records(out)]  # no shared lists
+    assert len({id(x) for x in lists}) == len(lists)
+    before.check()  # inputs untouched
 
 
 @pytest.mark.parametrize(
@@ -112,71 +81,40 @@ def test_the_record_of_each_kept_item(fw: Framework) -> None:
         ({"top_n": 2}, [3, 1], [0, 4, 2]),  # the smaller of mass's 3 and top_n
         ({"mass": 0.5}, [1], [3, 0, 4, 2]),  # 0.60 alone holds it
         ({"mass": 0.85}, [3, 1], [0, 4, 2]),  # exactly the top two's share
-        ({"mass": None}, [2, 4, 0, 3, 1], []),  # all, by score, the best last
-        ({"mass": 1.0}, [2, 4, 0, 3, 1], []),
+        ({"mass": None}, ALL, []),
+        ({"mass": 1.0}, ALL, []),
         ({"mass": None, "top_n": 4}, [4, 0, 3, 1], [2]),
+        ({"mass": None, "top_n": 3}, LAST, DROPPED),
         ({"placement": "first"}, KEPT, DROPPED),  # the best first, then by falling score
         ({"mass": None, "placement": "first"}, RANKED, []),
         # three kept; this profile reads the middle best, then the end, then the start
         ({"placement": "profile", "profile": [0.2, 0.9, 0.5]}, [0, 1, 3], DROPPED),
+        ({"placement": "profile", "profile": PositionProfile([0.1, 0.9, 0.2])}, [0, 1, 3], DROPPED),
+        (
+            {"placement": "profile", "profile": [0.1, 0.4, 0.2, 0.3, 0.5], "mass": None},
+            [2, 3, 4, 0, 1],
+            [],
+        ),
+        ({"template": "{search_results}\nQ: {question}\nA:"}, LAST, DROPPED),
     ],
 )
-def test_what_is_kept_dropped_and_where(
+def test_what_is_kept_dropped_and_where_is_the_core_functions(
     fw: Framework, options: dict[str, Any], order: list[int], dropped: list[int]
 ) -> None:
     items = fw.items(5)
     out = select(fw, items, **options)
-    assert check_record(fw, out, items) == order
-    assert all(r["dropped"] == dropped for r in fw.records(out))
+    core = core_result(fw, items, **options)
+    assert fw.check_record(out, items, "select_and_place") == order == core.order
     assert [fw.ident(x) for x in out] == [f"id-{i}" for i in order]
     assert [fw.text(x) for x in out] == [fw.text(items[i]) for i in order]
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {"top_n": 1},
-        {"top_n": 2},
-        {"mass": None},
-        {"mass": 0.5},
-        {"mass": 1.0},
-        {"mass": None, "top_n": 3},
-        {"placement": "first"},
-        {"placement": "profile", "profile": [0.2, 0.9, 0.5]},
-        {"placement": "profile", "profile": [0.1, 0.4, 0.2, 0.3, 0.5], "mass": None},
-        {"template": "{search_results}\nQ: {question}\nA:"},
-    ],
-)
-def test_the_result_is_the_core_functions(fw: Framework, options: dict[str, Any]) -> None:
-    items = fw.items(5)
-    out = select(fw, items, **options)
-    core = core_result(fw, items, **options)
-    assert check_record(fw, out, items) == core.order
     assert [fw.text(x) for x in out] == [p.text for p in core.passages]
-    assert [r["score"] for r in fw.records(out)] == [core.scores[i] for i in core.order]
-    assert [r["posterior"] for r in fw.records(out)] == [
-        core.details["posterior"][i] for i in core.order
-    ]
-    assert [r["likelihood_rank"] for r in fw.records(out)] == [
-        core.details["ranked"].index(i) for i in core.order
-    ]
-    assert all(r["dropped"] == core.details["dropped"] for r in fw.records(out))
-    assert sum(r["posterior"] for r in fw.records(out)) <= 1.0 + 1e-12
-
-
-def test_the_profile_component_places_down_the_profile(fw: Framework) -> None:
-    items = fw.items(5)
-    profile = PositionProfile([0.1, 0.9, 0.2])  # three kept: the middle reads best
-    out = select(fw, items, placement="profile", profile=profile)
-    assert fw.text(out[1]) == GOLD and fw.records(out)[1]["likelihood_rank"] == 0
-
-
-def test_metadata_key_none_returns_the_callers_items(fw: Framework) -> None:
-    items = fw.items(5)
-    out = select(fw, items, metadata_key=None)
-    assert [id(x) for x in out] == [id(items[i]) for i in LAST]
-    assert all(METADATA_KEY not in fw.metadata(x) for x in out)
+    records = fw.records(out)
+    assert [r["score"] for r in records] == [core.scores[i] for i in order]
+    assert [r["posterior"] for r in records] == [core.details["posterior"][i] for i in order]
+    ranks = [core.details["ranked"].index(i) for i in order]
+    assert [r["likelihood_rank"] for r in records] == ranks
+    assert all(r["dropped"] == dropped == core.details["dropped"] for r in records)
+    assert sum(r["posterior"] for r in records) <= 1.0 + 1e-12
 
 
 def test_fewer_than_two_items_are_not_scored(fw: Framework) -> None:
@@ -189,20 +127,9 @@ def test_fewer_than_two_items_are_not_scored(fw: Framework) -> None:
          "likelihood_rank": 0, "posterior": 1.0, "dropped": []}
     ]  # fmt: skip
     assert scorer.calls == []
+    assert fw.records(one)[0]["dropped"] is not record_keys("select_and_place")["dropped"]
 
 
-def test_async_equals_sync(fw: Framework) -> None:
-    items = fw.items(5)
-    for options in ({}, {"top_n": 1}, {"mass": None, "placement": "first"}):
-        reorder = fw.component("SelectAndPlace", scorer=AloneScorer(), **options)
-        sync = fw.run(reorder, items, QUESTION, False)
-        asyn = fw.run(reorder, items, QUESTION, True)
-        assert [(fw.ident(x), fw.text(x), fw.metadata(x), fw.score(x)) for x in sync] == [
-            (fw.ident(x), fw.text(x), fw.metadata(x), fw.score(x)) for x in asyn
-        ]
-
-
-# ---------------------------------------------------------------------- options
 def test_the_defaults_are_the_core_functions(fw: Framework) -> None:
     fields = fw.package.SelectAndPlace.model_fields
     assert fields["mass"].default == 0.9 and fields["top_n"].default is None
@@ -210,62 +137,27 @@ def test_the_defaults_are_the_core_functions(fw: Framework) -> None:
     assert set(STRATEGIES["select_and_place"].option_model.model_fields) <= set(fields)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"mass": 0},
-        {"mass": 0.0},
-        {"mass": 1.5},
-        {"mass": -0.1},
-        {"mass": "most"},
-        {"top_n": 0},
-        {"top_n": -1},
-        {"placement": "middle"},
-    ],
-)
-def test_bad_options_are_refused_at_construction(fw: Framework, options: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError):
-        fw.component("SelectAndPlace", scorer=AloneScorer(), **options)
-
-
-def test_bad_placement_names_and_models_are_refused_at_construction(fw: Framework) -> None:
-    error, match = fw.unknown_option("rest")
-    with pytest.raises(error, match=match):
-        fw.component("SelectAndPlace", scorer=AloneScorer(), rest="scores")  # not ours
-    with pytest.raises(ValueError, match="profile"):
-        fw.component("SelectAndPlace", scorer=AloneScorer(), placement="profile")
-    with pytest.raises(ValueError, match="profile"):
-        fw.component("SelectAndPlace", scorer=AloneScorer(), profile=[0.1, 0.2])  # "last"
-    with pytest.raises(ValueError, match="scorer"):
-        fw.component("SelectAndPlace")
-    with pytest.raises(TypeError, match="score"):
-        fw.component("SelectAndPlace", scorer=object())
-
-
-# ---------------------------------------------------------------------- the retriever
 def test_the_position_aware_retriever_keeps_the_subset(fw: Framework) -> None:
-    assert fw.components["select_and_place"] is fw.package.SelectAndPlace
-    assert fw.components["select_and_place_profile"] is fw.package.SelectAndPlace
     items = fw.items(5)
     before = fw.snapshot(items)
     aware = fw.retriever(items, "select_and_place", scorer=AloneScorer())
     assert isinstance(fw.reorderer(aware), fw.package.SelectAndPlace)
     out = fw.retrieve(aware)
-    assert check_record(fw, out, items) == LAST and fw.text(out[-1]) == GOLD
+    assert fw.check_record(out, items, "select_and_place") == LAST and fw.text(out[-1]) == GOLD
     aware = fw.retriever(items, "select_and_place", scorer=AloneScorer(), top_n=2)
     out = fw.retrieve(aware, use_async=True)
-    assert check_record(fw, out, items) == [3, 1] and fw.records(out)[0]["dropped"] == [0, 4, 2]
+    assert fw.check_record(out, items, "select_and_place") == [3, 1]
+    assert fw.records(out)[0]["dropped"] == [0, 4, 2]
     aware = fw.retriever(
         items, "select_and_place_profile", scorer=AloneScorer(), profile=[0.2, 0.9, 0.5]
     )
     reorderer = fw.reorderer(aware)
     assert isinstance(reorderer, fw.package.SelectAndPlace) and reorderer.placement == "profile"
     out = fw.retrieve(aware)
-    assert check_record(fw, out, items) == [0, 1, 3] and fw.text(out[1]) == GOLD
+    assert fw.check_record(out, items, "select_and_place") == [0, 1, 3] and fw.text(out[1]) == GOLD
     before.check()
 
 
-# ---------------------------------------------------------------------- the embedded model
 @pytest.mark.slow
 def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(
     fw: Framework, embedded_fp32: Any
@@ -273,28 +165,13 @@ def test_on_the_embedded_model_it_equals_the_core_and_keeps_the_gold_last(
     items = fw.items(4)  # Lyon, Paris, Berlin, Madrid
     out = fw.compress(fw.component("SelectAndPlace", scorer=embedded_fp32), items)
     core = core_result(fw, items, embedded_fp32)
-    assert check_record(fw, out, items) == core.order
-    assert [r["score"] for r in fw.records(out)] == pytest.approx(
-        [core.scores[i] for i in core.order]
-    )
-    assert [r["posterior"] for r in fw.records(out)] == pytest.approx(
-        [core.details["posterior"][i] for i in core.order]
-    )
+    assert fw.check_record(out, items, "select_and_place") == core.order
+    records = fw.records(out)
+    assert [r["score"] for r in records] == pytest.approx([core.scores[i] for i in core.order])
+    posteriors = [core.details["posterior"][i] for i in core.order]
+    assert [r["posterior"] for r in records] == pytest.approx(posteriors)
     assert fw.records(out)[0]["dropped"] == core.details["dropped"]
     assert core.cost.lm_calls == 4
     assert fw.text(out[-1]) == GOLD and fw.records(out)[-1]["likelihood_rank"] == 0
     assert 1 <= len(out) < len(items)  # a sure ranking: something is dropped
     assert sum(r["posterior"] for r in fw.records(out)) <= 1 + 1e-9
-
-
-# ---------------------------------------------------------------------- no shared lists
-def test_a_single_items_record_does_not_alias_the_registry_default(fw: Framework) -> None:
-    default = record_keys("select_and_place")["dropped"]
-    out = fw.compress(fw.component("SelectAndPlace", scorer=AloneScorer()), fw.items(1))
-    assert fw.records(out)[0]["dropped"] is not default
-
-
-def test_each_kept_items_dropped_list_is_its_own(fw: Framework) -> None:
-    out = fw.compress(fw.component("SelectAndPlace", scorer=AloneScorer()), fw.items(5))
-    lists = [r["dropped"] for r in fw.records(out)]
-    assert len(lists) > 1 and len({id(x) for x in lists}) == len(lists)

@@ -1,10 +1,7 @@
-"""Tuned files in both frameworks: ``PositionAwareRetriever(tuned=...)`` and ``from_tuned``.
-
-Every test runs once per framework (:data:`framework_adapters.FRAMEWORKS`). A tuned
-file builds the same component, with the same options, as configuring its strategy by
-hand: the same items, order and records (scripted scorers). Damaged files give
-``read_tuned``'s own error; a scorer of another model gives a warning. LangChain's
-``k`` and LlamaIndex's ``replace_score`` with a tuned file are in their own tests.
+"""Tuned files in both frameworks (:data:`framework_adapters.FRAMEWORKS`):
+``PositionAwareRetriever(tuned=...)`` and ``from_tuned`` build the same component as its
+strategy configured by hand; damaged files give ``read_tuned``'s own error; a scorer of
+another model gives a warning.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from pydantic import ValidationError
 import rag_position
 import rag_position.models
 from rag_position import DataFormatError, PositionProfile, TunedChoice
-from rag_position._integration import METADATA_KEY
 from rag_position.testing.scripted import HashScorer
 from rag_position.testing.tuned import example_file
 
@@ -36,11 +32,6 @@ class NamedScorer(HashScorer):
     def __init__(self, name: str = "named-model") -> None:
         super().__init__()
         self.name = name
-
-
-def outcome(fw: Framework, out: Any) -> list[tuple[Any, ...]]:
-    """Each item's id, text and record, in order."""
-    return [(fw.ident(x), fw.text(x), fw.metadata(x)[METADATA_KEY]) for x in out]
 
 
 # strategy in the file, its options and profile; the same configured by hand
@@ -67,17 +58,11 @@ CASES: list[tuple[str, dict[str, Any], PositionProfile | None, str, dict[str, An
 IDS = [f"{c[0]}-{next(iter(c[1].values()))}" for c in CASES]
 
 
-@pytest.mark.parametrize(("strategy", "options", "profile", "by_hand", "hand_options"), CASES,
-                         ids=IDS)  # fmt: skip
+@pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_tuned_equals_the_strategy_configured_by_hand(
-    fw: Framework,
-    tmp_path: Path,
-    strategy: str,
-    options: dict[str, Any],
-    profile: PositionProfile | None,
-    by_hand: str,
-    hand_options: dict[str, Any],
+    fw: Framework, tmp_path: Path, case: tuple[Any, ...]
 ) -> None:
+    strategy, options, profile, by_hand, hand_options = case
     path = tuned(tmp_path, strategy, options, profile=profile)
     items = fw.items(5)
     scorer = NamedScorer()
@@ -86,11 +71,11 @@ def test_tuned_equals_the_strategy_configured_by_hand(
         hand_options = {**hand_options, "scorer": scorer}
     hand = fw.retriever(items, by_hand, **hand_options)
     assert type(fw.reorderer(aware)) is type(fw.reorderer(hand))
-    got, want = fw.retrieve(aware), fw.retrieve(hand)
-    assert outcome(fw, got) == outcome(fw, want)
+    want = fw.outcome(fw.retrieve(hand))
+    assert fw.outcome(fw.retrieve(aware)) == want
     assert isinstance(aware.tuned, TunedChoice) and aware.tuned.strategy == strategy
     component = fw.from_tuned(path, scorer)  # the same component without the retriever
-    assert outcome(fw, fw.compress(component, fw.items(5))) == outcome(fw, want)
+    assert fw.outcome(fw.compress(component, fw.items(5))) == want
 
 
 def test_retriever_keeps_the_given_order(fw: Framework, tmp_path: Path) -> None:
@@ -108,7 +93,7 @@ def test_retriever_keeps_the_given_order(fw: Framework, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "options", "other", "conflict", "n"),
+    "case",
     [
         ("passage_likelihood", {"placement": "last"}, {"placement": "first"},
          r"sets placement='last' \(given 'first'\)", 5),
@@ -117,14 +102,9 @@ def test_retriever_keeps_the_given_order(fw: Framework, tmp_path: Path) -> None:
     ids=["placement", "top_n"],
 )  # fmt: skip
 def test_a_conflicting_strategy_is_an_error(
-    fw: Framework,
-    tmp_path: Path,
-    strategy: str,
-    options: dict[str, Any],
-    other: dict[str, Any],
-    conflict: str,
-    n: int,
+    fw: Framework, tmp_path: Path, case: tuple[Any, ...]
 ) -> None:
+    strategy, options, other, conflict, n = case
     path = tuned(tmp_path, strategy, options)
     items = fw.items(5)
     with pytest.raises(ValueError, match=rf"`tuned` sets the strategy.*'{strategy}'.*'edge'"):
@@ -135,7 +115,7 @@ def test_a_conflicting_strategy_is_an_error(
     by_hand = fw.component(fw.components[strategy].__name__, scorer=NamedScorer(), **options)
     assert type(fw.reorderer(same)) is type(by_hand)
     out = fw.retrieve(same)
-    assert len(out) == n and outcome(fw, out) == outcome(fw, fw.compress(by_hand, items))
+    assert len(out) == n and fw.outcome(out) == fw.outcome(fw.compress(by_hand, items))
     with pytest.raises(ValueError, match=conflict):
         fw.retriever(items, tuned=path, scorer=NamedScorer(), **other)
     framework = fw.retriever(items, tuned=path, scorer=NamedScorer(), metadata_key="pos",
@@ -203,12 +183,9 @@ def test_another_model_warns_naming_both(
     assert isinstance(fw.reorderer(own), fw.package.PassageLikelihoodReorder)
 
 
+@pytest.mark.filterwarnings("error")
 def test_a_scorer_is_ignored_by_a_strategy_without_a_model(fw: Framework, tmp_path: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        aware = fw.retriever(
-            fw.items(3), tuned=tuned(tmp_path, "edge"), scorer=NamedScorer("other")
-        )
+    aware = fw.retriever(fw.items(3), tuned=tuned(tmp_path, "edge"), scorer=NamedScorer("other"))
     assert isinstance(fw.reorderer(aware), fw.package.EdgeReorder)
 
 
@@ -221,11 +198,10 @@ def test_tuned_on_the_embedded_model(fw: Framework, tmp_path: Path, embedded_fp3
         warnings.simplefilter("error", UserWarning)  # the file's model: no warning
         got = fw.retrieve(fw.retriever(items, tuned=path, scorer=model))
     by_hand = fw.component("PassageLikelihoodReorder", scorer=model, placement="last")
-    assert outcome(fw, got) == outcome(fw, fw.compress(by_hand, fw.items(3)))
+    assert fw.outcome(got) == fw.outcome(fw.compress(by_hand, fw.items(3)))
     assert fw.text(got[-1]) == GOLD and fw.ident(got[-1]) == "id-1"  # the likeliest, last
 
 
-# ---------------------------------------------------------------------- the file's model spec
 SERVER = "openai:http://127.0.0.1:9/v1/m"
 
 

@@ -1,35 +1,30 @@
 """The LangChain and LlamaIndex integrations expose the same options and write the same metadata.
 
-For each pair of counterpart components: the public option names and their defaults are
-equal (pydantic ``model_fields`` on both sides, less each framework's own plumbing), the
-defaults are the core strategy function's where it has the option, the metadata records
-written by a reorder of the same input have the same keys (and, on the same model, the
-same order and values), and ``PositionAwareRetriever`` knows the same strategy names.
+Counterpart components have equal public options and defaults (pydantic ``model_fields``,
+less each framework's own plumbing), the core function's where it has the option; a reorder
+of the same input writes records of the same keys (on the same model, the same order and
+values); both ``PositionAwareRetriever``s know the same strategy names.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+from framework_adapters import FRAMEWORKS, Framework, LangChain, LlamaIndex, lc, li
+from langchain_core.documents import BaseDocumentCompressor
+from langchain_core.runnables import RunnableSerializable
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.query_engine import CustomQueryEngine
 
-lc = pytest.importorskip("langchain_rag_position")
-li = pytest.importorskip("llama_index.postprocessor.rag_position")
+import rag_position.strategies as core
+from rag_position import STRATEGIES
+from rag_position._integration import component_rows
+from rag_position.testing.scripted import HashScorer
 
-from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
-from langchain_core.runnables import RunnableSerializable  # noqa: E402
-from langchain_rag_position.retrievers import COMPONENTS as LC_STRATEGIES  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
-from llama_index.core.query_engine import CustomQueryEngine  # noqa: E402
-from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
-from llama_index.postprocessor.rag_position import COMPONENTS as LI_STRATEGIES  # noqa: E402
-
-import rag_position.strategies as core  # noqa: E402
-from rag_position.strategies import PositionProfile  # noqa: E402
+LC_STRATEGIES, LI_STRATEGIES = LangChain.components, LlamaIndex.components
 
 REORDER_NAMES = {
     "likelihood_selection",
@@ -143,12 +138,6 @@ def test_profile_relevance_is_the_core_default_everywhere() -> None:
     assert li.ProfileReorder.model_fields["relevance"].default == relevance
 
 
-def test_medoid_n_orders_is_the_core_default_everywhere() -> None:
-    n_orders = inspect.signature(core.medoid_vote).parameters["n_orders"].default
-    assert lc.MedoidVoting.model_fields["n_orders"].default == n_orders
-    assert li.MedoidVotingQueryEngine.model_fields["n_orders"].default == n_orders
-
-
 def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
     assert set(LC_STRATEGIES) == set(LI_STRATEGIES) == REORDER_NAMES
     by_strategy = {
@@ -163,9 +152,6 @@ def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
 
 def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
     """One table: every strategy name the integrations know is a row of rag_position.STRATEGIES."""
-    from rag_position import STRATEGIES
-    from rag_position._integration import component_rows
-
     rows = component_rows()
     assert set(rows) == REORDER_NAMES
     assert {name: row.name for name, row in rows.items() if row.name != name} == VARIANTS
@@ -173,64 +159,39 @@ def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
         assert name in STRATEGIES and not STRATEGIES[name].answers, name
 
 
-def test_a_variant_name_builds_its_component_with_the_core_rows_fixed_options() -> None:
+@pytest.mark.parametrize("fw", FRAMEWORKS)
+def test_a_variant_name_builds_its_component_with_the_core_rows_fixed_options(
+    fw: Framework,
+) -> None:
     """``passage_likelihood_profile`` is ``passage_likelihood`` with the core row's fixed
-    ``placement="profile"``, in both retrievers, and the fixed option cannot be overridden."""
-    from langchain_core.retrievers import BaseRetriever as LCRetriever
-    from llama_index.core.base.base_retriever import BaseRetriever as LIRetriever
-
-    from rag_position import STRATEGIES
-
-    class NoDocs(LCRetriever):
-        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-            return []
-
-    class NoNodes(LIRetriever):
-        def _retrieve(self, query_bundle: Any) -> list[NodeWithScore]:
-            return []
-
-    scorer = _ConstantScorer()
+    ``placement="profile"`` (that it cannot be overridden: test_components_passage_likelihood)."""
     for name, component in VARIANTS.items():
         fixed = dict(STRATEGIES[name].fixed)
         assert fixed and STRATEGIES[name].function is STRATEGIES[component].function
-        built_lc = lc.PositionAwareRetriever(
-            retriever=NoDocs(), strategy=name, scorer=scorer, strategy_options={"profile": [0.1]}
-        ).reorderer
-        built_li = li.PositionAwareRetriever(NoNodes(), name, scorer=scorer, profile=[0.1])
-        for built in (built_lc, built_li.postprocessor):
-            assert type(built).strategy_name == component
-            assert {k: getattr(built, k) for k in fixed} == fixed
-        with pytest.raises(TypeError, match="itself"):
-            li.PositionAwareRetriever(NoNodes(), name, scorer=scorer, placement="first")
-        with pytest.raises(ValueError, match="profile="):
-            li.PositionAwareRetriever(NoNodes(), name, scorer=scorer)
+        built = fw.reorderer(fw.retriever([], name, scorer=HashScorer(), profile=[0.1]))
+        assert type(built).strategy_name == component
+        assert {k: getattr(built, k) for k in fixed} == fixed
 
 
-class _ConstantScorer:
-    def score_spans(self, prompts: Any, spans: Any) -> list[Any]:
-        from rag_position.models import SpanScore
-
-        return [SpanScore(-1.0, -1.0, 1) for _ in prompts]
+SCORED = ("LikelihoodReorder", "ConvexScoreReorder", "PassageLikelihoodReorder", "ProfileReorder")
 
 
-def test_model_accessors_have_the_same_names() -> None:
-    for cls in (lc.LikelihoodReorder, lc.ConvexScoreReorder, lc.PassageLikelihoodReorder,
-                lc.ProfileReorder):  # fmt: skip
-        assert isinstance(inspect.getattr_static(cls, "core_scorer"), property)
-    for cls in (li.LikelihoodReorder, li.ConvexScoreReorder, li.PassageLikelihoodReorder,
-                li.ProfileReorder):  # fmt: skip
-        assert isinstance(inspect.getattr_static(cls, "core_scorer"), property)
-    for pair in ((lc.ReciteThenSolve, li.ReciteThenSolveQueryEngine),
-                 (lc.FactRewriter, li.FactQueryEngine),
-                 (lc.MedoidVoting, li.MedoidVotingQueryEngine)):  # fmt: skip
-        for cls in pair:
-            assert isinstance(inspect.getattr_static(cls, "core_generator"), property)
-    for cls in (lc.FactRewriter, li.FactQueryEngine, lc.MedoidVoting, li.MedoidVotingQueryEngine):
-        assert isinstance(inspect.getattr_static(cls, "core_embedder"), property)
-    assert isinstance(inspect.getattr_static(lc.ChatRagPosition, "core_model"), property)
-    assert isinstance(inspect.getattr_static(li.RagPositionLLM, "core_model"), property)
-    assert isinstance(inspect.getattr_static(lc.RagPositionEmbeddings, "core_embedder"), property)
-    assert isinstance(inspect.getattr_static(li.RagPositionEmbedding, "core_embedder"), property)
+@pytest.mark.parametrize(
+    ("accessor", "lc_name", "li_name"),
+    [
+        *(("core_scorer", name, name) for name in SCORED),
+        ("core_generator", "ReciteThenSolve", "ReciteThenSolveQueryEngine"),
+        ("core_generator", "FactRewriter", "FactQueryEngine"),
+        ("core_generator", "MedoidVoting", "MedoidVotingQueryEngine"),
+        ("core_embedder", "FactRewriter", "FactQueryEngine"),
+        ("core_embedder", "MedoidVoting", "MedoidVotingQueryEngine"),
+        ("core_embedder", "RagPositionEmbeddings", "RagPositionEmbedding"),
+        ("core_model", "ChatRagPosition", "RagPositionLLM"),
+    ],
+)
+def test_model_accessors_have_the_same_names(accessor: str, lc_name: str, li_name: str) -> None:
+    for package, name in ((lc, lc_name), (li, li_name)):
+        assert isinstance(inspect.getattr_static(getattr(package, name), accessor), property)
 
 
 # ---------------------------------------------------------------------- metadata written
@@ -241,23 +202,6 @@ TEXTS = [
     ("Tokyo", "Tokyo is the capital of Japan.", 0.7),
 ]
 QUESTION = "Who wrote Hamlet?"
-
-
-def lc_docs() -> list[Document]:
-    return [
-        Document(page_content=t, id=f"d{i}", metadata={"title": h, "relevance_score": s})
-        for i, (h, t, s) in enumerate(TEXTS)
-    ]
-
-
-def li_nodes() -> list[NodeWithScore]:
-    return [
-        NodeWithScore(
-            node=TextNode(text=t, id_=f"d{i}", metadata={"title": h, "relevance_score": s}),
-            score=s,
-        )
-        for i, (h, t, s) in enumerate(TEXTS)
-    ]
 
 
 def _configs(model: object, profile: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -282,21 +226,23 @@ def test_the_same_reorder_writes_the_same_records(embedded_fp32: object) -> None
     """Same input, same model: the same keys everywhere; with the same relevance source
     (a scorer, or score_key), the same order and the same values."""
     for name, config in _configs(embedded_fp32, [0.17, 0.12, 0.40, 0.30]):
-        docs, nodes = lc_docs(), li_nodes()
-        before_docs, before_nodes = copy.deepcopy(docs), copy.deepcopy(nodes)
-        out_lc = LC_STRATEGIES[name](**config).compress_documents(docs, QUESTION)
-        out_li = LI_STRATEGIES[name](**config).postprocess_nodes(nodes, query_str=QUESTION)
-        assert docs == before_docs and nodes == before_nodes  # nothing mutated
-        lc_records = [d.metadata["rag_position"] for d in out_lc]
-        li_records = [n.node.metadata["rag_position"] for n in out_li]
+        records = []
+        for fw in (LangChain(), LlamaIndex()):
+            items = [
+                fw.wrap(t, {"title": h, "relevance_score": s}, f"d{i}", s)
+                for i, (h, t, s) in enumerate(TEXTS)
+            ]
+            before = fw.snapshot(items)
+            out = fw.compress(fw.components[name](**config), items, QUESTION)
+            before.check()  # nothing mutated
+            every = sorted(f"d{i}" for i in range(len(TEXTS)))  # none lost, none twice
+            assert sorted(fw.ident(x) for x in out) == every
+            records.append(fw.records(out))
+        lc_records, li_records = records
         assert [set(r) for r in lc_records] == [set(r) for r in li_records], (name, config)
-        every = sorted(f"d{i}" for i in range(len(TEXTS)))  # none lost, none twice
-        assert sorted(d.id for d in out_lc) == every
-        assert sorted(n.node.node_id for n in out_li) == every
         # LlamaIndex has its own relevance (NodeWithScore.score) where LangChain has
         # only the given order: without a scorer or a score_key the values may differ.
-        same_source = "scorer" in config or "score_key" in config
-        if same_source:
+        if "scorer" in config or "score_key" in config:
             assert [r["original_rank"] for r in lc_records] == [
                 r["original_rank"] for r in li_records
             ]
@@ -306,15 +252,3 @@ def test_the_same_reorder_writes_the_same_records(embedded_fp32: object) -> None
                         assert b[key] == pytest.approx(value, abs=1e-4), (name, key)
                     else:
                         assert b[key] == value, (name, key)
-
-
-def test_both_accept_a_profile_as_a_list_a_path_or_a_profile(tmp_path: Path) -> None:
-    path = tmp_path / "p.json"
-    PositionProfile((0.1, 0.5, 0.2)).save(path)
-    for value in ([0.1, 0.5, 0.2], str(path), path, PositionProfile((0.1, 0.5, 0.2))):
-        for cls in (lc.ProfileReorder, li.ProfileReorder):
-            reorder = cls(profile=value)
-            assert reorder is not None
-    for cls in (lc.ProfileReorder, li.ProfileReorder):
-        with pytest.raises(TypeError, match="numbers"):
-            cls(profile=["high", "low"])
