@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 
 from rag_position import STRATEGIES, PositionProfile
-from rag_position.models.protocols import Span, SpanScore
 from rag_position.prompts import render_qa
 from rag_position.strategies import passage_likelihood, question_likelihood
+from rag_position.testing.scripted import OnePassageScorer
 
 QUESTION = "who wrote the opera carmen?"
 PASSAGES = [
@@ -20,46 +18,33 @@ PASSAGES = [
 ]
 
 
-class KeywordScorer:
-    """Scores a prompt by how many of its words are 'bizet' or 'carmen' (scripted)."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        self.calls.append(list(prompts))
-        out = []
-        for prompt in prompts:
-            words = prompt.lower().replace(".", " ").split()
-            mean = -5.0 + words.count("bizet") + 0.5 * words.count("carmen")
-            out.append(SpanScore(mean, mean * 3, 3))
-        return out
+def scorer() -> OnePassageScorer:
+    """Each one-passage prompt scored by a script (means over 3 question tokens)."""
+    means = zip(PASSAGES, [-5.0, -3.5, -5.0, -4.0], strict=True)
+    return OnePassageScorer(QUESTION, {p: 3 * m for p, m in means}, n_tokens=3)
 
 
 def test_one_batched_call_of_one_passage_each_and_the_top_first() -> None:
-    scorer = KeywordScorer()
-    result = passage_likelihood(QUESTION, PASSAGES, scorer)
-    assert len(scorer.calls) == 1
-    assert scorer.calls[0] == [render_qa(QUESTION, [p]) for p in PASSAGES]
+    one = scorer()
+    result = passage_likelihood(QUESTION, PASSAGES, one)
+    assert one.calls == [[render_qa(QUESTION, [p]) for p in PASSAGES]]
     assert result.scores == [-5.0, -3.5, -5.0, -4.0]
     assert result.details["gold"] == 1
     assert result.order == [1, 0, 2, 3]  # rest keeps its order
     assert result.passages == [PASSAGES[i] for i in result.order]
-    ranked = passage_likelihood(QUESTION, PASSAGES, scorer, placement="last", rest="scores")
+    ranked = passage_likelihood(QUESTION, PASSAGES, one, placement="last", rest="scores")
     assert ranked.order == [2, 0, 3, 1]  # ties to the earlier passage, the top at the end
 
 
 def test_profile_placement_puts_the_ranking_down_the_profile() -> None:
     profile = PositionProfile([0.3, 0.1, 0.2, 0.9])  # best last, then first, then third
-    result = passage_likelihood(QUESTION, PASSAGES, KeywordScorer(), placement="profile",
+    result = passage_likelihood(QUESTION, PASSAGES, scorer(), placement="profile",
                                 profile=profile, rest="scores")  # fmt: skip
     assert result.order == [3, 2, 0, 1]  # 1st ranked last, 2nd (3) first, 3rd (0) third
-    kept = passage_likelihood(QUESTION, PASSAGES, KeywordScorer(), placement="profile",
-                              profile=profile)  # fmt: skip
+    kept = passage_likelihood(QUESTION, PASSAGES, scorer(), placement="profile", profile=profile)
     assert kept.order == [0, 2, 3, 1]  # the default: only the top moves, the rest keep order
     row = STRATEGIES["passage_likelihood_profile"]
-    same = row(QUESTION, PASSAGES, scorer=KeywordScorer(), profile=profile)
-    assert same.order == kept.order
+    assert row(QUESTION, PASSAGES, scorer=scorer(), profile=profile).order == kept.order
 
 
 @pytest.mark.parametrize(
@@ -73,19 +58,19 @@ def test_profile_placement_puts_the_ranking_down_the_profile() -> None:
     ],
 )
 def test_bad_options_are_named_before_scoring(kwargs: dict[str, object], message: str) -> None:
-    scorer = KeywordScorer()
+    one = scorer()
     with pytest.raises(ValueError, match=message):
-        passage_likelihood(QUESTION, PASSAGES, scorer, **kwargs)  # type: ignore[arg-type]
-    assert scorer.calls == []
+        passage_likelihood(QUESTION, PASSAGES, one, **kwargs)  # type: ignore[arg-type]
+    assert one.calls == []
 
 
 def test_empty_and_single_inputs() -> None:
-    scorer = KeywordScorer()
-    assert passage_likelihood(QUESTION, [], scorer).passages == []
-    one = passage_likelihood(QUESTION, ["only"], scorer)
-    assert one.passages == ["only"] and one.details["gold"] == 0 and scorer.calls == []
+    one = scorer()
+    assert passage_likelihood(QUESTION, [], one).passages == []
+    single = passage_likelihood(QUESTION, ["only"], one)
+    assert single.passages == ["only"] and single.details["gold"] == 0 and one.calls == []
     with pytest.raises(ValueError, match="question"):
-        passage_likelihood("  ", PASSAGES, scorer)
+        passage_likelihood("  ", PASSAGES, one)
 
 
 @pytest.mark.slow

@@ -78,7 +78,8 @@ class WordEmbedder:
         return rows
 
 
-# --- parsing and alignment -----------------------------------------------------------
+VOCAB = ["paris", "berlin", "rome", "capital", "france", "city"]
+EMB = WordEmbedder(VOCAB)
 
 
 @pytest.mark.parametrize(
@@ -100,18 +101,20 @@ class WordEmbedder:
         ('- "Paris is big."', ["Paris is big."]),
         ("- Paris is big", ["Paris is big"]),  # a single item is kept even without a period
         ("- 3.5 million live there.", ["3.5 million live there."]),
+        # a cut-off last item is dropped as before the linear-time rewrite (test_align_linear)
+        ("- Paris is big.)\n- Berlin (big.)\n- cut", ["Paris is big.)", "Berlin (big.)"]),
+        ('- Paris is big!"\n- Berlin?]\n- cut', ["Paris is big!", "Berlin?]"]),
+        ("- Paris is big\n- Berlin is big.\n- cut", ["Paris is big", "Berlin is big.", "cut"]),
+        ("- Paris is big.\n- cut\n", ["Paris is big.", "cut"]),
     ],
 )
 def test_parse_bullets_survives_messy_output(raw: str, expected: list[str]) -> None:
     assert parse_bullets(raw) == expected
 
 
-def test_sentence_spans_skip_headers_and_filler() -> None:
-    text = "Document [1](Title: A) One here. Two there!\n____ Three.\n_____"
+def test_sentence_spans_and_locate_exact_fuzzy_fragment_and_missing() -> None:
+    text = "Document [1](Title: A) One here. Two there!\n____ Three.\n_____"  # header, filler
     assert [text[a:b] for a, b in sentence_spans(text)] == ["One here.", "Two there!", "Three."]
-
-
-def test_locate_exact_fuzzy_fragment_and_missing() -> None:
     text = format_documents(DOCS)
     exact = locate("Berlin is the capital of Germany.", text)
     assert exact is not None and text[slice(*exact)] == "Berlin is the capital of Germany."
@@ -138,9 +141,6 @@ def test_remove_cuts_exactly_the_located_spans_and_mask_keeps_length() -> None:
     assert masked.context == (
         text[:a1] + MASK_CHAR * (b1 - a1) + text[b1:a2] + MASK_CHAR * (b2 - a2) + text[b2:]
     )
-
-
-# --- FACT ----------------------------------------------------------------------------
 
 
 def _fact_script(prompt: str) -> str:
@@ -183,10 +183,7 @@ def test_fact_max_iterations_mask_and_no_answer() -> None:
     assert result.answer == "" and result.trace.answer_prompt is None
     assert result.facts == ["Berlin is the capital of Germany."]
     assert result.cost.lm_calls == 1
-
-
-def test_fact_mask_keeps_context_length_between_passes() -> None:
-    gen = Scripted(_fact_script)
+    gen = Scripted(_fact_script)  # the mask keeps the context's length between passes
     fact(QUESTION, DOCS, gen, max_iterations=2, rewrite="mask", answer=False)
     assert len(gen.prompts[0]) == len(gen.prompts[1])
     assert MASK_CHAR * len("Berlin is the capital of Germany.") in gen.prompts[1]
@@ -208,7 +205,7 @@ def test_fact_custom_retrieve_stop_and_string_context() -> None:
     assert len(calls) == 2 and result.cost.lm_calls == 1
 
 
-def test_fact_with_context_and_fallback() -> None:
+def test_fact_with_context_fallback_and_embedding_retrieve() -> None:
     gen = Scripted(_fact_script)
     result = fact(QUESTION, DOCS, gen, max_iterations=1, with_context=True)
     prompt = gen.prompts[-1]
@@ -218,9 +215,6 @@ def test_fact_with_context_and_fallback() -> None:
     result = fact(QUESTION, DOCS, empty)
     assert result.facts == [] and result.trace.fell_back
     assert format_documents(DOCS) in empty.prompts[-1]
-
-
-def test_fact_embedding_retrieve() -> None:
     emb = WordEmbedder(["capital", "france", "paris", "nile"])
     gen = Scripted(["Paris."])
     result = fact("capital france paris", DOCS, gen, retrieve=embedding_retrieve(emb, top_k=1))
@@ -242,15 +236,8 @@ def test_fact_needle_retrieve_finds_the_values_pass_by_pass() -> None:
     assert result.trace.iterations[0].hallucinated == ["99"]
     assert "1999" in gen.prompts[2] and "345" not in gen.prompts[1]
     assert result.trace.stopped_because == "nothing_new" and result.cost.lm_calls == 3
-
-
-def test_fact_cost_from_usage_delta() -> None:
-    gen = MeteredScripted(_fact_script)
-    result = fact(QUESTION, DOCS, gen, max_iterations=1)
-    assert result.cost.lm_calls == 2 and result.cost.prompt_tokens == 14
-
-
-# --- recite-then-solve ---------------------------------------------------------------
+    metered = fact(QUESTION, DOCS, MeteredScripted(_fact_script), max_iterations=1)
+    assert metered.cost.lm_calls == 2 and metered.cost.prompt_tokens == 14  # the usage delta
 
 
 def test_recite_grounds_misquoted_and_drops_invented_blocks() -> None:
@@ -262,13 +249,8 @@ def test_recite_grounds_misquoted_and_drops_invented_blocks() -> None:
     )
     gen = Scripted([raw, "Paris and Berlin"])
     result = recite_then_solve(QUESTION, DOCS, gen)
-    statuses = [(b.number, b.status, b.source) for b in result.trace.blocks]
-    assert statuses == [
-        (3, "replaced", 2),
-        (4, "dropped", None),
-        (1, "kept", 0),
-        (1, "repeated", 0),
-    ]
+    got = [(b.number, b.status, b.source) for b in result.trace.blocks]
+    assert got == [(3, "replaced", 2), (4, "dropped", None), (1, "kept", 0), (1, "repeated", 0)]
     assert result.recited == [DOCS[0], DOCS[2]]  # exact source passages, context order
     assert gen.prompts[1] == render_qa(QUESTION, [DOCS[0], DOCS[2]])
     assert result.answer == "Paris and Berlin" and result.trace.outcome == "recited"
@@ -302,25 +284,15 @@ def test_parse_blocks_variants() -> None:
     raw = "Intro\n# Document 2: Foo.\nDocument [3](Title: T) Bar.\n## Document 4\nBaz."
     assert parse_blocks(raw) == [(None, "Intro"), (2, "Foo."), (3, "Bar."), (4, "Baz.")]
     assert parse_blocks("just text") == [(None, "just text")]
-    assert parse_blocks("A b.\n\nC d.\n# Document 1\nE.\n\nF.") == [
-        (None, "A b."),
-        (None, "C d."),
-        (1, "E.\n\nF."),
-    ]
+    blocks = parse_blocks("A b.\n\nC d.\n# Document 1\nE.\n\nF.")
+    assert blocks == [(None, "A b."), (None, "C d."), (1, "E.\n\nF.")]
     assert parse_blocks("") == []
-
-
-# --- medoid voting -------------------------------------------------------------------
-
-VOCAB = ["paris", "berlin", "rome", "capital", "france", "city"]
 
 
 def test_medoid_picks_the_central_answer_in_one_batch() -> None:
     answers = ["Rome", "Paris capital", "Paris", "Paris capital city", "Berlin"]
     gen = Scripted(answers)
-    result = medoid_vote(
-        QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=5, seed=3, temperature=0.7
-    )
+    result = medoid_vote(QUESTION, DOCS, gen, EMB, n_orders=5, seed=3, temperature=0.7)
     assert result.answer == "Paris capital"
     assert len(gen.kwargs) == 1 and gen.kwargs[0]["temperature"] == 0.7
     assert result.orders[0] == [0, 1, 2] and len({tuple(o) for o in result.orders}) == 5
@@ -328,25 +300,20 @@ def test_medoid_picks_the_central_answer_in_one_batch() -> None:
     sims = result.similarities
     assert all(s is not None for s in sims) and max(sims) == sims[1]  # type: ignore[type-var]
     assert result.cost.lm_calls == 5
-    again = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), n_orders=5, seed=3)
+    again = medoid_vote(QUESTION, DOCS, Scripted(answers), EMB, n_orders=5, seed=3)
     assert again.orders == result.orders
 
 
 def test_medoid_absence_filtering() -> None:
     answers = ["No information found in context.", "The context does not mention it.", "Rome"]
-    result = medoid_vote(QUESTION, DOCS, Scripted(answers), WordEmbedder(VOCAB), n_orders=3)
+    result = medoid_vote(QUESTION, DOCS, Scripted(answers), EMB, n_orders=3)
     assert result.answer == "Rome" and result.trace.absent == [0, 1]
     assert result.similarities == [None, None, 0.0]
     all_absent = ["I don't know.", "Not mentioned.", "I don\u2019t know."]
-    result = medoid_vote(QUESTION, DOCS, Scripted(all_absent), WordEmbedder(VOCAB), n_orders=3)
+    result = medoid_vote(QUESTION, DOCS, Scripted(all_absent), EMB, n_orders=3)
     assert result.trace.voters == [0, 1, 2] and result.answer == "I don't know."
     custom = medoid_vote(
-        QUESTION,
-        DOCS,
-        Scripted(["nope", "Rome"]),
-        WordEmbedder(VOCAB),
-        n_orders=2,
-        absence_phrases=["nope"],
+        QUESTION, DOCS, Scripted(["nope", "Rome"]), EMB, n_orders=2, absence_phrases=["nope"]
     )
     assert custom.answer == "Rome"
     assert is_absent("The CONTEXT does not contain that") and not is_absent("Paris")
@@ -354,19 +321,17 @@ def test_medoid_absence_filtering() -> None:
 
 def test_medoid_ties_go_to_the_lowest_index_and_n_orders_beyond_n_factorial() -> None:
     two = DOCS[:2]
-    result = medoid_vote(
-        QUESTION, two, Scripted(["Paris", "Berlin", "Rome"]), WordEmbedder(VOCAB), n_orders=3
-    )
+    result = medoid_vote(QUESTION, two, Scripted(["Paris", "Berlin", "Rome"]), EMB, n_orders=3)
     assert result.answer == "Paris" and result.trace.chosen == 0
     assert result.orders == [[0, 1], [1, 0], [0, 1]]
-    single = medoid_vote(QUESTION, two, Scripted(["Berlin"]), WordEmbedder(VOCAB), n_orders=1)
+    single = medoid_vote(QUESTION, two, Scripted(["Berlin"]), EMB, n_orders=1)
     assert single.answer == "Berlin" and single.orders == [[0, 1]]
 
 
 def test_medoid_resampling_control_keeps_the_order_and_reseeds_each_sample() -> None:
     gen = Scripted(["Paris", "Paris capital", "Rome"])
     result = medoid_vote(
-        QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=3, seed=5, temperature=0.7, permute=False
+        QUESTION, DOCS, gen, EMB, n_orders=3, seed=5, temperature=0.7, permute=False
     )
     assert result.orders == [[0, 1, 2]] * 3
     assert gen.prompts == [render_qa(QUESTION, DOCS)] * 3
@@ -374,7 +339,7 @@ def test_medoid_resampling_control_keeps_the_order_and_reseeds_each_sample() -> 
     assert all(kw["temperature"] == 0.7 for kw in gen.kwargs)
     assert result.answer in ("Paris", "Paris capital") and result.cost.lm_calls == 3
     with pytest.raises(ValueError, match="temperature > 0"):
-        medoid_vote(QUESTION, DOCS, gen, WordEmbedder(VOCAB), n_orders=3, permute=False)
+        medoid_vote(QUESTION, DOCS, gen, EMB, n_orders=3, permute=False)
 
 
 def test_registry_generation_entries_answer_by_themselves() -> None:
@@ -383,7 +348,7 @@ def test_registry_generation_entries_answer_by_themselves() -> None:
     rec = STRATEGIES["recite"](QUESTION, DOCS, generator=Scripted(_recite_paris))
     assert rec.answer == "Paris" and rec.cost.lm_calls == 2
     med = STRATEGIES["medoid"](
-        QUESTION, DOCS, generator=Scripted(lambda p: "Paris"), embedder=WordEmbedder(VOCAB), seed=1
+        QUESTION, DOCS, generator=Scripted(lambda p: "Paris"), embedder=EMB, seed=1
     )
     assert med.answer == "Paris" and len(med.orders) == 3  # n_orders=3 unless told
     fct = STRATEGIES["fact"](QUESTION, DOCS, generator=Scripted(_fact_script), max_iterations=2)
@@ -399,12 +364,8 @@ def _recite_paris(prompt: str) -> str:
     return "Paris"
 
 
-# --- bad input and failures ------------------------------------------------------------
-
-
 def test_bad_input() -> None:
     gen = Scripted(["x"])
-    emb = WordEmbedder(VOCAB)
     for call in (
         lambda: fact(QUESTION, [], gen),
         lambda: fact(QUESTION, "   ", gen),
@@ -414,15 +375,15 @@ def test_bad_input() -> None:
         lambda: fact("", DOCS, gen),
         lambda: recite_then_solve(QUESTION, [], gen),
         lambda: recite_then_solve(QUESTION, DOCS, gen, fallback="maybe"),  # type: ignore[arg-type]
-        lambda: medoid_vote(QUESTION, [], gen, emb),
-        lambda: medoid_vote(QUESTION, DOCS, gen, emb, n_orders=0),
+        lambda: medoid_vote(QUESTION, [], gen, EMB),
+        lambda: medoid_vote(QUESTION, DOCS, gen, EMB, n_orders=0),
     ):
         with pytest.raises(ValueError):
             call()
     with pytest.raises(ValueError, match="nothing to retrieve from"):
         fact(QUESTION, [], gen)
     with pytest.raises(TypeError):
-        medoid_vote(QUESTION, "a context", gen, emb)
+        medoid_vote(QUESTION, "a context", gen, EMB)
     assert gen.prompts == []
 
 
@@ -443,7 +404,7 @@ def test_a_failing_generator_surfaces_the_partial_trace() -> None:
     assert info.value.trace.blocks[0].status == "kept" and info.value.trace.outcome == "unfinished"
 
     with pytest.raises(StrategyError) as info:
-        medoid_vote(QUESTION, DOCS, Scripted(["a"] * 3, fail_at=0), WordEmbedder(VOCAB), n_orders=3)
+        medoid_vote(QUESTION, DOCS, Scripted(["a"] * 3, fail_at=0), EMB, n_orders=3)
     assert len(info.value.trace.prompts) == 3 and info.value.trace.chosen == -1
 
 

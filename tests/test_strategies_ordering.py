@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,10 +31,9 @@ from rag_position.strategies import (
     sandwich,
     sandwich_prompt,
 )
-from rag_position.strategies._convex_score import (
-    convex_design,
-)
+from rag_position.strategies._convex_score import convex_design
 from rag_position.strategies._sandwich import CHAT_SANDWICH_TEMPLATE
+from rag_position.testing.scripted import HashScorer
 
 QUESTION = "who wrote the play?"
 GOLD = "GOLD passage"
@@ -73,20 +71,11 @@ class PositionScorer:
         return out
 
 
-class HashScorer:
-    """Deterministic pseudo-random likelihoods from the prompt text; no ``usage``."""
+class Scored:
+    """A framework object with a ``.score`` attribute (as LlamaIndex's ``NodeWithScore``)."""
 
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        self.calls += 1
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert 0 <= start < end <= len(prompt)
-            value = -(zlib.crc32(prompt.encode("utf-8")) % 10_000) / 1000
-            out.append(SpanScore(value, value, 1))
-        return out
+    def __init__(self, name: str, score: float | None) -> None:
+        self.name, self.score = name, score
 
 
 def passages_with_gold(n: int, gold: int) -> list[Passage]:
@@ -96,7 +85,69 @@ def passages_with_gold(n: int, gold: int) -> list[Passage]:
     ]
 
 
-# --------------------------------------------------------------------------- gauge
+BOTH = "{question}{search_results}"
+
+
+def gauge(scorer: HashScorer, **options: Any) -> object:
+    return question_likelihood(QUESTION, ["a"], scorer, **options)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: question_likelihood("  ", ["a"], s), "question"),
+        (lambda s: question_likelihood(QUESTION, ["a", "b"], s, orders=[[0, 0]]), "permutation"),
+        (lambda s: gauge(s, template="{search_results} only"), r"\{question\}"),
+        (lambda s: gauge(s, template="Q: {question}"), r"\{search_results\}"),
+        (lambda s: gauge(s, template="no placeholders"), r"\{question\}, \{search_results\}"),
+        (lambda s: gauge(s, template="Q: {question}\n{search_results}"), "before"),
+        (lambda s: gauge(s, template="{question}", query_aware=True), "template"),
+        (lambda s: likelihood_selection(QUESTION, ["a", "b"], s, n_orders=0), "n_orders"),
+        (lambda s: likelihood_selection(QUESTION, ["a", "b"], s, n_orders=-1), "n_orders"),
+        (lambda s: convex_design(4, n_rotations=5), "n_rotations"),
+        (lambda s: convex_design(4, n_rotations=0), "n_rotations"),
+        (lambda s: convex_design(4, n_base_orders=0), "n_base_orders"),
+        (lambda s: convex_design(4, design="authors", n_base_orders=2), "authors"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, n_rotations=0), "n_rotations"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, n_base_orders=0), "n_base_orders"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, placement="profile"), "profile"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, variant="nope"), "variant"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, edge_weight=math.nan), "edge_weight"),
+        (lambda s: edge_reorder(["a"], top_k=2), "haystack"),
+        (lambda s: edge_reorder(["a"], mode="haystack", top_k=0), "top_k"),
+        (lambda s: edge_reorder(["a", "b"], scores=[1.0]), "scores"),
+        (lambda s: edge_reorder(["a"], scores=[1.0, math.nan]), "got 2 scores for 1 passages"),
+        (lambda s: edge_reorder(["a"], mode="other"), "mode"),
+        (lambda s: sandwich_prompt(QUESTION, ["x"], chat=True, template=BOTH), "chat"),
+        (lambda s: sandwich_prompt(QUESTION, []), "passages"),
+        (lambda s: sandwich_prompt(QUESTION, ["x"], template="{question}"), r"\{search_results\}"),
+    ],
+)
+def test_bad_input_is_refused_before_scoring(
+    call: Callable[[HashScorer], object], message: str
+) -> None:
+    scorer = HashScorer()
+    with pytest.raises(ValueError, match=message):
+        call(scorer)
+    assert scorer.calls == 0
+
+
+def test_zero_one_or_two_passages() -> None:
+    scorer = HashScorer()
+    with pytest.raises(TypeError):
+        question_likelihood(QUESTION, "ab", scorer)
+    empty = question_likelihood(QUESTION, [], scorer)
+    assert empty.scores == [] and empty.cost == Cost() and empty.best is None
+    assert likelihood_selection(QUESTION, [], scorer).passages == []
+    one = likelihood_selection(QUESTION, ["only"], scorer)
+    assert one.passages == ["only"] and one.cost == Cost()
+    assert convex_score(QUESTION, [], scorer).passages == []
+    one = convex_score(QUESTION, ["x"], scorer)
+    assert one.passages == ["x"] and one.cost == Cost() and one.gold == 0
+    assert edge_reorder([]).passages == [] and sandwich(QUESTION, []).prompt is None
+    assert scorer.calls == 0
+    assert convex_score(QUESTION, ["a", "b"], scorer).order == [0, 1]  # 2 passages: a tie
+    assert scorer.calls == 1
 
 
 def test_gauge_scores_every_order_in_one_batch() -> None:
@@ -112,56 +163,17 @@ def test_gauge_scores_every_order_in_one_batch() -> None:
     assert g.cost == Cost(lm_calls=3, prompt_tokens=21)  # the scorer's usage delta
 
 
-def test_gauge_default_order_and_unmetered_cost() -> None:
-    scorer = HashScorer()
-    g = question_likelihood(QUESTION, ["a", "b"], scorer)
+def test_gauge_default_order_unmetered_cost_query_aware_and_template() -> None:
+    g = question_likelihood(QUESTION, ["a", "b"], HashScorer())
     assert g.orders == [[0, 1]] and len(g.scores) == 1
     assert g.cost.lm_calls == 1 and g.cost.prompt_tokens == 0 and g.cost.seconds >= 0
-
-
-def test_gauge_query_aware_scores_the_question_after_the_passages() -> None:
     g = question_likelihood(QUESTION, ["a", "b"], HashScorer(), query_aware=True)
-    prompt = g.prompts[0]
+    prompt = g.prompts[0]  # the question scored after the passages
     assert prompt.count(QUESTION) == 2
     assert g.spans[0][0] > prompt.index("Document [2]")
-
-
-def test_gauge_custom_template() -> None:
     template = "Context:\n{search_results}\nQ: {question}"
     g = question_likelihood(QUESTION, ["a"], HashScorer(), template=template)
     assert g.prompts == ["Context:\nDocument [1](Title: ) a\nQ: " + QUESTION]
-
-
-@pytest.mark.parametrize(
-    ("template", "message"),
-    [
-        ("{search_results} only", r"\{question\}"),
-        ("Q: {question}", r"\{search_results\}"),
-        ("no placeholders", r"\{question\}, \{search_results\}"),
-        ("Q: {question}\n{search_results}", "before"),
-    ],
-)
-def test_gauge_rejects_templates(template: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        question_likelihood(QUESTION, ["a"], HashScorer(), template=template)
-
-
-def test_gauge_bad_input() -> None:
-    scorer = HashScorer()
-    empty = question_likelihood(QUESTION, [], scorer)
-    assert empty.scores == [] and empty.cost == Cost() and empty.best is None
-    assert scorer.calls == 0
-    with pytest.raises(ValueError, match="question"):
-        question_likelihood("  ", ["a"], scorer)
-    with pytest.raises(ValueError, match="permutation"):
-        question_likelihood(QUESTION, ["a", "b"], scorer, orders=[[0, 0]])
-    with pytest.raises(ValueError, match="template"):
-        question_likelihood(QUESTION, ["a"], scorer, template="{question}", query_aware=True)
-    with pytest.raises(TypeError):
-        question_likelihood(QUESTION, "ab", scorer)
-
-
-# --------------------------------------------------------------------------- selection
 
 
 def test_selection_with_every_order_picks_the_best_position() -> None:
@@ -174,7 +186,7 @@ def test_selection_with_every_order_picks_the_best_position() -> None:
     assert r.cost.lm_calls == 24 and len(scorer.batches) == 1
 
 
-def test_selection_defaults_and_seed() -> None:
+def test_selection_defaults_seed_and_ties() -> None:
     docs = passages_with_gold(5, 2)
     r = likelihood_selection(QUESTION, docs, PositionScorer(), seed=3)
     assert len(r.orders) == 5 and r.orders[0] == [0, 1, 2, 3, 4]  # the given order first
@@ -184,26 +196,9 @@ def test_selection_defaults_and_seed() -> None:
     assert again.orders == r.orders and other.orders != r.orders
     random_only = likelihood_selection(QUESTION, docs, PositionScorer(), include_given=False)
     assert len(random_only.orders) == 5
-
-
-def test_selection_ties_keep_the_given_order() -> None:
-    flat = PositionScorer(curve=lambda p, n: -1.0)
+    flat = PositionScorer(curve=lambda p, n: -1.0)  # ties keep the given order
     r = likelihood_selection(QUESTION, passages_with_gold(4, 0), flat, n_orders=6)
     assert r.order == [0, 1, 2, 3] and r.best == 0
-
-
-def test_selection_bad_input() -> None:
-    for bad in (0, -1):
-        with pytest.raises(ValueError, match="n_orders"):
-            likelihood_selection(QUESTION, ["a", "b"], HashScorer(), n_orders=bad)
-    scorer = HashScorer()
-    assert likelihood_selection(QUESTION, [], scorer).passages == []
-    one = ["only"]
-    r = likelihood_selection(QUESTION, one, scorer)
-    assert r.passages == one and r.cost == Cost() and scorer.calls == 0
-
-
-# --------------------------------------------------------------------------- ConvexScore design
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 10])
@@ -227,20 +222,6 @@ def test_design_sizes() -> None:
     at_ends = {o[0] for o in few} | {o[-1] for o in few}
     assert len(at_ends) == 6  # evenly spaced rotations: 2M distinct passages at the ends
     assert convex_design(5, seed=2) == convex_design(5, seed=2) != convex_design(5, seed=3)
-
-
-def test_design_bad_input() -> None:
-    with pytest.raises(ValueError, match="n_rotations"):
-        convex_design(4, n_rotations=5)
-    with pytest.raises(ValueError, match="n_rotations"):
-        convex_design(4, n_rotations=0)
-    with pytest.raises(ValueError, match="n_base_orders"):
-        convex_design(4, n_base_orders=0)
-    with pytest.raises(ValueError, match="authors"):
-        convex_design(4, design="authors", n_base_orders=2)
-
-
-# --------------------------------------------------------------------------- ConvexScore
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 7, 10])
@@ -275,8 +256,7 @@ def test_n_pass_equals_n_squared_pass() -> None:
     for n, gold, seed in itertools.product([3, 5, 8], [0, 1], [0, 1]):
         docs = passages_with_gold(n, gold if gold == 0 else n // 2)
         fast = convex_score(QUESTION, docs, PositionScorer(), seed=seed)
-        slow_scorer = PositionScorer()
-        slow = convex_score(QUESTION, docs, slow_scorer, seed=seed, design="authors")
+        slow = convex_score(QUESTION, docs, PositionScorer(), seed=seed, design="authors")
         assert slow.cost.lm_calls == n * n and fast.cost.lm_calls == n
         assert fast.order == slow.order and fast.gold == slow.gold
         g = fast.gold or 0
@@ -309,12 +289,11 @@ def test_convex_score_placements() -> None:
     follow_last = convex_score(QUESTION, docs, PositionScorer(), placement="last", rest="scores")
     assert follow_last.order == follow.order[::-1]
     middle = PositionProfile((0.1, 0.2, 0.9, 0.3, 0.4), model_name="m", source="eval")
-    prof = convex_score(QUESTION, docs, PositionScorer(), placement="profile", profile=middle)
+    on = {"placement": "profile", "profile": middle}
+    prof = convex_score(QUESTION, docs, PositionScorer(), **on)  # type: ignore[arg-type]
     assert prof.passages[2] is docs[1]
     assert prof.order == [follow.order[k] for k in (4, 3, 0, 2, 1)]  # ranking [2, 4, 3, 1, 0]
-    keep = convex_score(
-        QUESTION, docs, PositionScorer(), placement="profile", profile=middle, rest="keep"
-    )
+    keep = convex_score(QUESTION, docs, PositionScorer(), rest="keep", **on)  # type: ignore[arg-type]
     assert keep.order == [0, 2, 1, 3, 4]
 
 
@@ -332,42 +311,18 @@ def test_convex_score_few_orders() -> None:
     assert sorted(r.order) == list(range(10))
 
 
-def test_convex_score_bad_input() -> None:
-    scorer = HashScorer()
-    with pytest.raises(ValueError, match="n_rotations"):
-        convex_score(QUESTION, ["a", "b"], scorer, n_rotations=0)
-    with pytest.raises(ValueError, match="n_base_orders"):
-        convex_score(QUESTION, ["a", "b"], scorer, n_base_orders=0)
-    with pytest.raises(ValueError, match="profile"):
-        convex_score(QUESTION, ["a", "b"], scorer, placement="profile")
-    with pytest.raises(ValueError, match="variant"):
-        convex_score(QUESTION, ["a", "b"], scorer, variant="nope")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="edge_weight"):
-        convex_score(QUESTION, ["a", "b"], scorer, edge_weight=math.nan)
-    assert convex_score(QUESTION, ["a", "b"], scorer).order == [0, 1]  # 2 passages: a tie
-    assert convex_score(QUESTION, [], scorer).passages == []
-    one = convex_score(QUESTION, ["x"], scorer)
-    assert one.passages == ["x"] and one.cost == Cost() and one.gold == 0
-    assert scorer.calls == 1
-
-
-# --------------------------------------------------------------------------- edge placement
-
 LETTERS = list("abcdef")
 
 
 @pytest.mark.parametrize(
-    ("n", "expected"), [(2, "ba"), (3, "acb"), (4, "bdca"), (5, "acedb"), (6, "bdfeca")]
+    ("mode", "n", "expected"),
+    [
+        *zip(["langchain"] * 5, range(2, 7), ["ba", "acb", "bdca", "acedb", "bdfeca"], strict=True),
+        *zip(["haystack"] * 5, range(2, 7), ["ab", "acb", "acdb", "acedb", "acefdb"], strict=True),
+    ],
 )
-def test_edge_langchain_parity(n: int, expected: str) -> None:
-    assert "".join(edge_reorder(LETTERS[:n]).passages) == expected
-
-
-@pytest.mark.parametrize(
-    ("n", "expected"), [(2, "ab"), (3, "acb"), (4, "acdb"), (5, "acedb"), (6, "acefdb")]
-)
-def test_edge_haystack_parity(n: int, expected: str) -> None:
-    assert "".join(edge_reorder(LETTERS[:n], mode="haystack").passages) == expected
+def test_edge_langchain_and_haystack_parity(mode: Any, n: int, expected: str) -> None:
+    assert "".join(edge_reorder(LETTERS[:n], mode=mode).passages) == expected
 
 
 @pytest.mark.parametrize(
@@ -385,16 +340,9 @@ def test_edge_llamaindex_parity(scores: list[float | None], expected: str) -> No
     out = edge_reorder(records, mode="llamaindex")
     assert "".join(r["text"] for r in out.passages) == expected
     # the same through explicit scores, on plain strings and on score-carrying objects
-    assert (
-        "".join(edge_reorder(LETTERS[: len(scores)], scores=scores, mode="llamaindex").passages)
-        == expected
-    )
-
-    class Node:
-        def __init__(self, name: str, score: float | None) -> None:
-            self.name, self.score = name, score
-
-    nodes = [Node(LETTERS[i], s) for i, s in enumerate(scores)]
+    out = edge_reorder(LETTERS[: len(scores)], scores=scores, mode="llamaindex")
+    assert "".join(out.passages) == expected
+    nodes = [Scored(LETTERS[i], s) for i, s in enumerate(scores)]
     assert "".join(x.name for x in edge_reorder(nodes, mode="llamaindex").passages) == expected
 
 
@@ -414,9 +362,7 @@ def test_edge_haystack_options_parity(options: dict[str, int], expected: str) ->
     out = edge_reorder(texts, mode="haystack", **options)  # type: ignore[arg-type]
     assert "".join(LETTERS[i] for i in out.order) == expected
     assert all(out.passages[k] is texts[i] for k, i in enumerate(out.order))
-
-
-def test_edge_haystack_skips_empty_texts_when_counting() -> None:
+    # empty texts are skipped when counting
     out = edge_reorder(["", "x y z", "p q", "r"], mode="haystack", word_count_threshold=4)
     assert "".join(LETTERS[i] for i in out.order) == "acb"
 
@@ -430,25 +376,6 @@ def test_edge_scores_sort_before_the_frameworks_layout() -> None:
     assert hs.passages == ["high", "low", "mid"]
 
 
-def test_edge_bad_input() -> None:
-    with pytest.raises(ValueError, match="haystack"):
-        edge_reorder(["a"], top_k=2)
-    with pytest.raises(ValueError, match="top_k"):
-        edge_reorder(["a"], mode="haystack", top_k=0)
-    with pytest.raises(ValueError, match="scores"):
-        edge_reorder(["a", "b"], scores=[1.0])
-    with pytest.raises(ValueError, match="mode"):
-        edge_reorder(["a"], mode="other")  # type: ignore[arg-type]
-    assert edge_reorder([]).passages == []
-
-
-class Scored:
-    """A framework object with a ``.score`` attribute (as LlamaIndex's ``NodeWithScore``)."""
-
-    def __init__(self, name: str, score: float | None) -> None:
-        self.name, self.score = name, score
-
-
 def test_edge_refuses_a_nan_score_naming_the_passage() -> None:
     """Issue 30: a NaN in the scores used is a ValueError naming the passage, in every mode."""
     for mode in ("langchain", "llamaindex", "haystack"):
@@ -457,11 +384,7 @@ def test_edge_refuses_a_nan_score_naming_the_passage() -> None:
             match=r"^`scores\[1\]` is NaN: give every passage a number; None for a missing score",
         ):
             edge_reorder(["a", "b", "c"], scores=[0.3, math.nan, 0.1], mode=mode)  # type: ignore[arg-type]
-    records: list[dict[str, Any]] = [
-        {"text": "a", "score": 0.3},
-        {"text": "b", "score": math.nan},
-        {"text": "c"},
-    ]
+    records = [{"text": "a", "score": 0.3}, {"text": "b", "score": math.nan}, {"text": "c"}]
     before = copy.deepcopy(records)
     for own in (records, [Passage("a", score=0.3), Passage("b", score=math.nan), "c"],
                 [Scored("a", 0.3), Scored("b", math.nan), Scored("c", None)]):  # fmt: skip
@@ -486,24 +409,11 @@ def test_edge_takes_infinite_scores_and_leaves_one_passage_unread() -> None:
         assert one.order == [0] and one.scores == [] and one.cost == Cost()
         assert edge_reorder([], scores=[], mode=mode).order == []  # type: ignore[arg-type]
     assert edge_reorder([Scored("a", math.nan)], mode="llamaindex").order == [0]
-    with pytest.raises(ValueError, match="got 2 scores for 1 passages"):
-        edge_reorder(["a"], scores=[1.0, math.nan])
-
-
-# --------------------------------------------------------------------------- sandwich
 
 
 def test_sandwich_prompt_published_and_chat() -> None:
     docs = [Passage("first text", title="first"), "second text"]
-    assert sandwich_prompt(QUESTION, docs) == (
-        "Write a high-quality answer for the given question using only the provided search "
-        "results (some of which might be irrelevant).\n\n"
-        f"Question: {QUESTION}\n\n"
-        "Document [1](Title: first) first text\n"
-        "Document [2](Title: ) second text\n\n"
-        f"Question: {QUESTION}\nAnswer:"
-    )
-    assert sandwich_prompt(QUESTION, docs, chat=True) == (
+    chat = (
         "Write a high-quality answer for the given question using only the provided search "
         "results (some of which might be irrelevant).\n\n"
         f"Question: {QUESTION}\n\n"
@@ -511,19 +421,10 @@ def test_sandwich_prompt_published_and_chat() -> None:
         "Document [2](Title: ) second text\n\n"
         f"Question: {QUESTION}"
     )
+    assert sandwich_prompt(QUESTION, docs, chat=True) == chat
+    assert sandwich_prompt(QUESTION, docs) == chat + "\nAnswer:"
     assert CHAT_SANDWICH_TEMPLATE.count("{question}") == 2
     custom = sandwich_prompt(QUESTION, ["x"], template="{question}|{search_results}|{question}")
     assert custom == f"{QUESTION}|Document [1](Title: ) x|{QUESTION}"
-    with pytest.raises(ValueError, match="chat"):
-        sandwich_prompt(QUESTION, ["x"], chat=True, template="{question}{search_results}")
-    with pytest.raises(ValueError, match="passages"):
-        sandwich_prompt(QUESTION, [])
-    with pytest.raises(ValueError, match=r"\{search_results\}"):
-        sandwich_prompt(QUESTION, ["x"], template="{question}")
-
-
-def test_sandwich_strategy() -> None:
-    docs = ["a", "b"]
-    r = sandwich(QUESTION, docs)
-    assert r.passages == docs and r.prompt == sandwich_prompt(QUESTION, docs)
-    assert sandwich(QUESTION, []).prompt is None
+    r = sandwich(QUESTION, ["a", "b"])
+    assert r.passages == ["a", "b"] and r.prompt == sandwich_prompt(QUESTION, ["a", "b"])
