@@ -3,6 +3,7 @@ logic (fast), and each task end to end on the embedded model (slow)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,6 +13,8 @@ import numpy as np
 import pytest
 from test_eval_runner import Scripted, write_gold_at_file
 
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
 from rag_position.data.synthetic import (
     NEEDLE_TEMPLATE,
     filler_sentences,
@@ -20,6 +23,7 @@ from rag_position.data.synthetic import (
 )
 from rag_position.eval import EvalConfigError, run_length, run_multifact, run_voting
 from rag_position.eval.tasks.multifact import needle_values, precision, recall
+from rag_position.models.protocols import SpanScore
 
 FILLER = [
     "The river runs past the old mill. Farmers bring their grain in autumn. "
@@ -98,7 +102,7 @@ class HashEmbedder:
         return np.asarray(rows, dtype=np.float32)
 
 
-def test_multivalue_haystacks() -> None:
+def test_multivalue_haystacks_and_their_recall_and_precision() -> None:
     [inst] = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, count_tokens=words)
     needles = re.findall(r"magic numbers for (\S+) is: (\d+)\.", inst.context)
     assert len(needles) == 12 and len({v for _, v in needles}) == 12
@@ -113,6 +117,14 @@ def test_multivalue_haystacks() -> None:
     assert other[0].answers != inst.answers
     with pytest.raises(ValueError, match="no sentence"):
         filler_sentences(["no full stop here"])
+    record = {"prediction": "12345 and 123456, 7", "answers": ["12345", "23456", "7"]}
+    assert recall(record) == pytest.approx(2 / 3)  # whole numbers only
+    values = needle_values(inst.context)
+    assert len(values) == 12 and set(inst.answers) <= values
+    other = sorted(values - set(inst.answers))
+    out = f"{inst.answers[0]} {inst.answers[1]} {other[0]} {other[1]} 1999"  # 1999: not a needle
+    assert precision({"prediction": out, "answers": inst.answers}, values) == 0.5
+    assert precision({"prediction": "none", "answers": inst.answers}, values) is None
 
 
 def test_varsum_examples() -> None:
@@ -123,10 +135,8 @@ def test_varsum_examples() -> None:
     assert len(names) == 3 and inst.answers == (str(sum(int(values[n]) for n in names)),)
     assert all(line in inst.context for line in inst.evidence)
     essay = make_varsum(1, filler_tokens=400, filler=FILLER, count_tokens=words)[0]
-    assert (
-        essay.context.startswith(inst.context)
-        and 400 <= words(essay.context) - words(inst.context) < 440
-    )
+    assert essay.context.startswith(inst.context)
+    assert 400 <= words(essay.context) - words(inst.context) < 440
     blank = make_varsum(1, filler_tokens=400, count_tokens=len)[0]
     assert blank.context.startswith(inst.context) and not blank.context[len(inst.context) :].strip()
     lookup = make_varsum(1, filler_tokens=0, summed=1)[0]
@@ -135,26 +145,10 @@ def test_varsum_examples() -> None:
         make_varsum(1, filler_tokens=0, summed=51)
 
 
-def test_recall_counts_whole_numbers() -> None:
-    record = {"prediction": "12345 and 123456, 7", "answers": ["12345", "23456", "7"]}
-    assert recall(record) == pytest.approx(2 / 3)
-
-
-def test_precision_counts_only_needle_values() -> None:
-    [inst] = make_multivalue(1, filler=FILLER, tokens=300, keys=3, values=4, count_tokens=words)
-    values = needle_values(inst.context)
-    assert len(values) == 12 and set(inst.answers) <= values
-    other = sorted(values - set(inst.answers))
-    out = f"{inst.answers[0]} {inst.answers[1]} {other[0]} {other[1]} 1999"  # 1999: not a needle
-    assert precision({"prediction": out, "answers": inst.answers}, values) == 0.5
-    assert precision({"prediction": "none", "answers": inst.answers}, values) is None
-
-
 def test_multifact_fact_recall_grows_by_iteration(tmp_path: Path) -> None:
     model = NeedleModel(per_call=3)
-    result = run_multifact(
-        model, tokens=[200], configs=[(1, 8), (2, 8)], iterations=4, questions=3, out=tmp_path
-    )
+    options = {"tokens": [200], "configs": [(1, 8), (2, 8)], "iterations": 4, "questions": 3}
+    result = run_multifact(model, out=tmp_path, **options)
     rows = {(r["config"], r["strategy"]): r for r in result.rows}
     for config in ("K1V8Q1", "K2V8Q1"):
         assert rows[(config, "single_pass")]["accuracy"] == pytest.approx(3 / 8)
@@ -167,37 +161,24 @@ def test_multifact_fact_recall_grows_by_iteration(tmp_path: Path) -> None:
     # one FACT run per haystack serves fact@1..4: 4 passes + 1 single pass each
     assert len(model.prompts) == 2 * 3 * (4 + 1)
     assert (tmp_path / "multifact-recall-by-iteration.png").is_file()
-    again = run_multifact(
-        model, tokens=[200], configs=[(1, 8), (2, 8)], iterations=4, questions=3, out=tmp_path
-    )
+    again = run_multifact(model, out=tmp_path, **options)
     assert len(model.prompts) == 30 and again.rows == result.rows  # resumed, nothing redone
     with pytest.raises(EvalConfigError, match="iterations"):
         run_multifact(model, iterations=0, out=tmp_path)
-
-
-def test_multifact_checks_the_window(tmp_path: Path) -> None:
-    model = NeedleModel()
     model.max_context = 1000  # type: ignore[attr-defined]
     with pytest.raises(EvalConfigError, match="context window of 1000"):
-        run_multifact(model, tokens=[2000], out=tmp_path)
+        run_multifact(model, tokens=[2000], out=tmp_path / "window")
 
 
 def test_length_recite_beats_direct_as_filler_grows(tmp_path: Path) -> None:
     result = run_length(VarSumModel(), filler_tokens=[0, 400], questions=3, out=tmp_path, data=None)
     acc = {(r["filler"], r["filler_tokens"], r["strategy"]): r for r in result.rows}
-    assert set(acc) == {
-        ("none", 0, "direct"),
-        ("none", 0, "recite"),
-        ("essay", 400, "direct"),
-        ("essay", 400, "recite"),
-        ("whitespace", 400, "direct"),
-        ("whitespace", 400, "recite"),
-    }
+    fillers = [("none", 0), ("essay", 400), ("whitespace", 400)]
+    assert set(acc) == {(f, n, s) for f, n in fillers for s in ("direct", "recite")}
     assert acc[("essay", 400, "direct")]["accuracy"] == 0.0
-    assert acc[("essay", 400, "recite")]["accuracy"] == 1.0
-    assert acc[("essay", 400, "recite")]["recited"] == 1.0
-    assert acc[("essay", 400, "recite")]["exact"] == 1.0
-    assert acc[("essay", 400, "recite")]["lm_calls"] == 2.0
+    recite = acc[("essay", 400, "recite")]
+    assert recite["accuracy"] == recite["recited"] == recite["exact"] == 1.0
+    assert recite["lm_calls"] == 2.0
     assert (tmp_path / "length-accuracy-by-filler.png").is_file()
     with pytest.raises(EvalConfigError, match="--fillers"):
         run_length(VarSumModel(), fillers=["noise"], out=tmp_path)
@@ -223,15 +204,8 @@ def test_voting_permutations_rescue_the_worst_position(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_multifact_and_length_on_the_embedded_model(embedded_fp32: object, tmp_path: Path) -> None:
-    result = run_multifact(
-        embedded_fp32,
-        tokens=[200],
-        configs=[(1, 3)],
-        iterations=2,
-        questions=1,
-        max_new_tokens=32,
-        out=tmp_path,
-    )
+    options = {"configs": [(1, 3)], "iterations": 2, "questions": 1, "max_new_tokens": 32}
+    result = run_multifact(embedded_fp32, tokens=[200], out=tmp_path, **options)
     rows = {r["strategy"]: r for r in result.rows}
     assert set(rows) == {"single_pass", "fact@1", "fact@2"}
     assert rows["fact@1"]["accuracy"] <= rows["fact@2"]["accuracy"]  # facts only accumulate
@@ -251,11 +225,6 @@ def test_multifact_and_length_on_the_embedded_model(embedded_fp32: object, tmp_p
 def test_cli_runs_the_generation_tasks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import json
-
-    import rag_position.eval.cli as eval_cli
-    from rag_position.cli import main
-
     monkeypatch.setattr(eval_cli, "load_model", lambda spec: NeedleModel())
     out = tmp_path / "mf"
     argv = ["eval", "multifact", "--tokens", "200", "--keys", "1", "--iterations", "2"]
@@ -278,8 +247,6 @@ class NeedleScorer(NeedleModel):
     key's needles, unlikely (-5) after any other chunk."""
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
-        from rag_position.models.protocols import SpanScore
-
         out = []
         for prompt in prompts:
             key = re.findall(r"magic numbers for (\S+)\?", prompt)[-1]

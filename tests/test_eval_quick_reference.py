@@ -1,11 +1,5 @@
-"""``eval quick`` shows the embedded model's 200-question reference beside its own rows (fast).
-
-The packaged reference is what ``scripts/make_reference.py`` computes from the committed
-runs in ``results/``; a scripted model labelled as the embedded model gets the
-reference column, any other model a note saying why it has none; the committed
-``results/quick-f32`` run, replayed from its predictions, keeps every figure and gains
-the reference's cells.
-"""
+"""``eval quick`` shows the embedded model's 200-question reference (made by
+``scripts/make_reference.py`` from ``results/``) beside its own rows, or says why not (fast)."""
 
 from __future__ import annotations
 
@@ -53,12 +47,8 @@ def within(old: list[str], new: list[str]) -> bool:
 
 def test_the_packaged_reference_is_what_the_script_makes_of_the_results(tmp_path: Path) -> None:
     out = tmp_path / REFERENCE_FILE
-    done = subprocess.run(
-        [sys.executable, "scripts/make_reference.py", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    argv = [sys.executable, "scripts/make_reference.py", "--out", str(out)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert out.read_text() == (packaged_data_dir() / REFERENCE_FILE).read_text()
     payload = json.loads(out.read_text())
@@ -111,14 +101,9 @@ def test_quick_shows_no_reference_where_it_does_not_fit(
 ) -> None:
     if options.get("data") == "own":
         options = {"data": write_gold_at_file(tmp_path / "own.jsonl", n=2)}
-    result = run_quick(
-        model(),
-        questions=2,
-        strategies=["retriever", "edge"],
-        out=tmp_path / "q",
-        progress=False,
-        **options,
-    )
+    strategies = ["retriever", "edge"]
+    options = {"questions": 2, "strategies": strategies, "progress": False, **options}
+    result = run_quick(model(), out=tmp_path / "q", **options)
     report = result.report.read_text()
     assert f"| {REFERENCE_HEADER} |" not in report
     assert "reference vs retriever" not in report
@@ -127,8 +112,7 @@ def test_quick_shows_no_reference_where_it_does_not_fit(
 
 
 class Replay:
-    """The embedded model's label on a model that must never be asked: every answer and
-    every score comes from the committed predictions."""
+    """The embedded model's label on a model never asked: all comes from the predictions."""
 
     name = "embedded:SmolLM2-135M-Instruct"
     dtype = "float32"
@@ -143,9 +127,7 @@ class Replay:
         raise AssertionError("asked to count tokens")
 
 
-def test_the_committed_quick_run_keeps_its_figures_and_gains_the_reference(
-    tmp_path: Path,
-) -> None:
+def test_the_committed_quick_run_keeps_its_figures_and_gains_the_reference(tmp_path: Path) -> None:
     committed = ROOT / "results" / "quick-f32"
     before = json.loads((committed / "summary.json").read_text())
     run = before["sections"][1]["settings"]["strategies"]

@@ -1,13 +1,8 @@
-"""Every task's report records the command that made it, complete: re-running the
-recorded command on the same (scripted) model gives the same summary (fast).
+"""Every task's report records the command that made it, complete: re-running the recorded
+Python call (or CLI line) on the same scripted model gives the same summary (fast).
 
-Each task runs small through its Python function, with options away from their
-defaults where they change results; the test parses the call recorded in
-``summary.json`` (``rag_position.eval.run_<task>(<model>, name=value, ...)``), calls
-it again into a new folder and compares the two summaries. The scripted models cut
-every answer to ``max_new_tokens`` words, as a real model does, so that the decoding
-settings show in the numbers too. A run from the CLI records the command line as
-typed; re-running that line gives the same summary as well.
+The scripted models cut every answer to ``max_new_tokens`` words, as a real model does,
+so that the decoding settings show in the numbers too.
 """
 
 from __future__ import annotations
@@ -25,6 +20,9 @@ from test_eval_generation_tasks import HashEmbedder, NeedleModel, VarSumModel
 from test_eval_runner import ScriptedScorer, write_gold_at_file
 
 import rag_position.eval
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
+from rag_position.eval.cli import SPECS
 
 
 class Cut:
@@ -54,11 +52,8 @@ PLACEHOLDER = "__object__"
 
 
 def parse_call(command: str) -> tuple[str, dict[str, Any]]:
-    """``rag_position.eval.run_kv(<m>, pairs=8, ...)`` -> ``("run_kv", {"pairs": 8, ...})``.
-
-    ``<...>`` (the model, an embedder) become :data:`PLACEHOLDER`; a path shown as
-    ``PosixPath('...')`` becomes a :class:`Path`.
-    """
+    """``rag_position.eval.run_kv(<m>, pairs=8)`` -> ``("run_kv", {"pairs": 8})``; ``<...>``
+    (the model, an embedder) become :data:`PLACEHOLDER`, ``PosixPath('...')`` a :class:`Path`."""
     tree = ast.parse(re.sub(r"<[^<>]*>", PLACEHOLDER, command.strip()), mode="eval")
     call = tree.body
     assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute), command
@@ -99,64 +94,26 @@ Case = tuple[Callable[[], Any], dict[str, Any]]
 def cases(data: Path) -> dict[str, Case]:
     """Per task: a model factory and the Python call's options (small, not the defaults)."""
     qa = {"data": data, "questions": 3, "max_new_tokens": 2, "seed": 1}
+    kv = {"pairs": 8, "positions": [0, 7], "query_aware": (True,), "questions": 2, "seed": 3}
+    needles = {"tokens": [200], "configs": [(1, 8)], "iterations": 2, "questions": 2}
+    fillers = {"filler_tokens": [0, 300], "fillers": ["whitespace"], "summed": 2, "questions": 2}
+    votes = {"votes": [3], "control_temperatures": [0.5], "worst_position": 4}
     return {
         "multidoc": (QAModel, {**qa, "positions": [0, 9], "baselines": False, "sandwich": True}),
-        "compare": (
-            QAModel,
-            {**qa, "strategies": ["retriever", "gold_first"], "gold": ["worst"]},
-        ),
+        "compare": (QAModel, {**qa, "strategies": ["retriever", "gold_first"], "gold": ["worst"]}),
         "quick": (QAModel, {**qa, "strategies": ["retriever", "edge"]}),
-        "kv": (
-            QAModel,
-            {"pairs": 8, "positions": [0, 7], "query_aware": (True,), "questions": 2, "seed": 3},
-        ),
+        "kv": (QAModel, kv),
         "gauge": (QAModel, {**qa, "positions": [0, 4]}),
         "open_domain": (QAModel, {**qa, "ks": [1, 5], "retriever": "bm25"}),
         "swim": (QAModel, {**qa, "budget": 300, "depths": [0, 100], "sizes": [50]}),
-        "multifact": (
-            Needles,
-            {
-                "tokens": [200],
-                "configs": [(1, 8)],
-                "iterations": 2,
-                "questions": 2,
-                "max_new_tokens": 2,
-            },
-        ),
-        "length": (
-            VarSum,
-            {
-                "filler_tokens": [0, 300],
-                "fillers": ["whitespace"],
-                "summed": 2,
-                "questions": 2,
-                "recite_tokens": 3,
-                "max_new_tokens": 5,
-            },
-        ),
-        "voting": (
-            QAModel,
-            {
-                **qa,
-                "votes": [3],
-                "control_temperatures": [0.5],
-                "worst_position": 4,
-                "embedder": HashEmbedder(),
-            },
-        ),
+        "multifact": (Needles, {**needles, "max_new_tokens": 2}),
+        "length": (VarSum, {**fillers, "recite_tokens": 3, "max_new_tokens": 5}),
+        "voting": (QAModel, {**qa, **votes, "embedder": HashEmbedder()}),
     }
 
 
-TASKS = [
-    "multidoc", "compare", "quick", "kv", "gauge", "open_domain", "swim", "multifact", "length",
-    "voting",
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("task", TASKS)
-def test_the_recorded_call_reruns_to_the_same_summary(
-    task: str, data: Path, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("task", list(cases(Path("data.jsonl"))))
+def test_the_recorded_call_gives_the_same_summary(task: str, data: Path, tmp_path: Path) -> None:
     make, options = cases(data)[task]
     function = getattr(rag_position.eval, f"run_{task}")
     first = function(make(), out=tmp_path / "first", progress=False, **options)
@@ -183,9 +140,6 @@ CLI_CASES = {
 def test_the_recorded_command_line_reruns_to_the_same_summary_and_matches_the_call(
     task: str, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rag_position.eval.cli as eval_cli
-    from rag_position.cli import main
-
     make = VarSum if task == "length" else QAModel
     monkeypatch.setattr(eval_cli, "load_model", lambda spec: make())
     extra = ["--data", str(data)] if task == "swim" else []
@@ -200,8 +154,6 @@ def test_the_recorded_command_line_reruns_to_the_same_summary_and_matches_the_ca
     again = summary(tmp_path / "again")
     assert {**again, "command": None} == {**summary(first), "command": None}
     # the same options through the Python function give the same sections
-    from rag_position.eval.cli import SPECS
-
     spec = SPECS[task]
     params = spec.from_cli(spec.parser().parse_args(words[3:]))
     params.pop("out")

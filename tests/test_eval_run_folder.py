@@ -1,14 +1,5 @@
-"""An output folder holds one run (``run.json``): another run is refused before it works.
-
-A run writes ``run.json`` (task, model label, decoding, command) when it opens its
-folder. A later run into the folder resumes or extends it when task, model and
-decoding match; any other run is refused with an error naming the folder, the run
-there and what to do, before the model loads (the CLI: task and decoding) or at
-least before anything is generated (the model's label). Folders of older versions:
-``predictions.jsonl`` without a marker resumes (and gets one) when it holds this
-model's predictions; a report without predictions is refused. All on scripted
-models (fast).
-"""
+"""An output folder holds one run (``run.json``): another run (task, model label or decoding)
+is refused before it works, naming the folder, the run there and what to do (fast)."""
 
 from __future__ import annotations
 
@@ -55,24 +46,16 @@ def data(tmp_path: Path) -> Path:
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(argv)
-    return code, capsys.readouterr().err
+    return main(argv), capsys.readouterr().err
 
 
-# ------------------------------------------------------------------ the marker
-def test_a_run_marks_its_folder(tmp_path: Path) -> None:
+def test_a_run_marks_its_folder_and_refuses_another_model(tmp_path: Path) -> None:
     out = tmp_path / "kv"
     run_kv(Scripted(), out=out, **KV)
     marker = json.loads((out / RUN_FILE).read_text())
     assert marker["task"] == "kv" and marker["model"] == "scripted"
     assert marker["decoding"] == {"max_new_tokens": 100, "temperature": 0.0, "seed": 0}
     assert marker["command"].startswith("rag_position.eval.run_kv(<scripted>, pairs=8")
-
-
-# ------------------------------------------------------------------ another run: refused
-def test_another_model_is_refused_before_it_generates(tmp_path: Path) -> None:
-    out = tmp_path / "kv"
-    run_kv(Scripted(), out=out, **KV)
     before = _files(out)
     other = Other()
     with pytest.raises(EvalConfigError) as info:
@@ -83,51 +66,40 @@ def test_another_model_is_refused_before_it_generates(tmp_path: Path) -> None:
     assert "made by: rag_position.eval.run_kv(<scripted>" in message
     assert "a new --out" in message and "rerun that run's command to resume it" in message
     assert other.prompts == [] and _files(out) == before  # nothing generated, nothing replaced
+    # with neither marker nor predictions, the report still names the command that made it
+    (out / RUN_FILE).unlink()
+    (out / "predictions.jsonl").unlink()
+    with pytest.raises(EvalConfigError, match=r"made by: rag_position\.eval\.run_kv\(<scripted>"):
+        run_kv(Scripted(), out=out, **KV)
+    (out / RUN_FILE).write_text("{not json")
+    with pytest.raises(EvalConfigError, match="is not a run marker of rag-position eval"):
+        run_kv(Scripted(), out=out, **KV)
 
 
-def test_another_task_is_refused_before_the_model_loads(
+def test_another_task_or_decoding_is_refused_before_the_model_loads(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "md"
+    md, kv = tmp_path / "md", tmp_path / "kv"
     monkeypatch.setattr(eval_cli, "load_model", lambda spec: Scripted())
-    first = ["eval", "multidoc", "--data", str(data), "--out", str(out), "--no-progress"]
-    assert main(first) == 0
+    kv_argv = ["eval", "kv", "--pairs", "8", "--questions", "1", "--out", str(kv), "--no-progress"]
+    assert main(["eval", "multidoc", "--data", str(data), "--out", str(md), "--no-progress"]) == 0
+    assert main(kv_argv) == 0
     capsys.readouterr()
-    before = _files(out)
+    before = _files(md), _files(kv)
     monkeypatch.setattr(eval_cli, "load_model", _never)
-    argv = ["eval", "compare", "--data", str(data), "--out", str(out), "--worst-position", "4"]
+    argv = ["eval", "compare", "--data", str(data), "--out", str(md), "--worst-position", "4"]
     code, err = _cli(argv, capsys)
     assert code == 2 and "Traceback" not in err
-    assert f"--out {out} holds another run: multidoc with model 'scripted'" in err
+    assert f"--out {md} holds another run: multidoc with model 'scripted'" in err
     assert f"made by: rag-position eval multidoc --data {data}" in err
     assert "its task is multidoc, this run's compare" in err
-    assert _files(out) == before
-
-
-@pytest.mark.parametrize(
-    ("option", "differs"),
-    [
+    for option, differs in [
         (["--max-new-tokens", "5"], "its max_new_tokens is 100, this run's 5"),
         (["--seed", "1"], "its seed is 0, this run's 1"),
-    ],
-)
-def test_other_decoding_is_refused_before_the_model_loads(
-    option: list[str],
-    differs: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    out = tmp_path / "kv"
-    monkeypatch.setattr(eval_cli, "load_model", lambda spec: Scripted())
-    argv = ["eval", "kv", "--pairs", "8", "--questions", "1", "--out", str(out), "--no-progress"]
-    assert main(argv) == 0
-    capsys.readouterr()
-    before = _files(out)
-    monkeypatch.setattr(eval_cli, "load_model", _never)
-    code, err = _cli([*argv, *option], capsys)
-    assert code == 2 and differs in err and f"--out {out} holds another run" in err
-    assert _files(out) == before
+    ]:
+        code, err = _cli([*kv_argv, *option], capsys)
+        assert code == 2 and differs in err and f"--out {kv} holds another run" in err
+    assert (_files(md), _files(kv)) == before
 
 
 @pytest.mark.parametrize("name", ["report.md", "summary.json", "summary.csv"])
@@ -146,24 +118,6 @@ def test_a_report_without_predictions_is_refused(
     assert _files(out) == {name: b"someone else's numbers\n"}
 
 
-def test_a_report_names_the_command_that_made_it(tmp_path: Path) -> None:
-    out = tmp_path / "kv"
-    run_kv(Scripted(), out=out, **KV)
-    (out / RUN_FILE).unlink()
-    (out / "predictions.jsonl").unlink()
-    with pytest.raises(EvalConfigError, match=r"made by: rag_position\.eval\.run_kv\(<scripted>"):
-        run_kv(Scripted(), out=out, **KV)
-
-
-def test_a_broken_marker_is_refused(tmp_path: Path) -> None:
-    out = tmp_path / "kv"
-    out.mkdir()
-    (out / RUN_FILE).write_text("{not json")
-    with pytest.raises(EvalConfigError, match="is not a run marker of rag-position eval"):
-        run_kv(Scripted(), out=out, **KV)
-
-
-# ------------------------------------------------------------------ the same run: resumed
 def test_the_same_run_resumes_and_extends(data: Path, tmp_path: Path) -> None:
     """More questions, more strategies: the same run, extended in its own folder."""
     out = tmp_path / "cmp"
@@ -181,41 +135,24 @@ def test_the_same_run_resumes_and_extends(data: Path, tmp_path: Path) -> None:
     assert idle.prompts == []
 
 
-def test_a_folder_from_before_the_marker_resumes_and_gets_one(data: Path, tmp_path: Path) -> None:
-    out = tmp_path / "md"
-    run_multidoc(Scripted(), data=data, out=out, progress=False)
-    (out / RUN_FILE).unlink()  # as an older version left it
-    idle = Scripted()
-    run_multidoc(idle, data=data, out=out, progress=False)
-    assert idle.prompts == []
-    assert json.loads((out / RUN_FILE).read_text())["task"] == "multidoc"
-
-
 class Completion(Scripted):
     """A completion model: no chat template, so its answers end at the first line."""
 
     use_chat_template = False
 
 
-def test_merged_shares_of_a_completion_model_resume(data: Path, tmp_path: Path) -> None:
-    """Shares merged into a new folder (no ``run.json``) of a model whose decoding records
-    ``stop``: the merged rerun resumes them (it was refused, the stop not compared)."""
-    out = tmp_path / "md"
-    run_multidoc(Completion(), data=data, out=out, progress=False)
-    records = [json.loads(line) for line in (out / "predictions.jsonl").open()]
-    assert records[0]["decoding"]["stop"] == ["\n"]
-    (out / RUN_FILE).unlink()  # as concatenated shares leave it
-    idle = Completion()
-    run_multidoc(idle, data=data, out=out, progress=False)
-    assert idle.prompts == []
-
-
-def test_a_folder_from_before_the_marker_with_another_models_predictions_is_refused(
-    data: Path, tmp_path: Path
+@pytest.mark.parametrize("make", [Scripted, Completion])
+def test_a_folder_without_a_marker_resumes_and_gets_one(
+    make: type[Scripted], data: Path, tmp_path: Path
 ) -> None:
+    """An older version's folder, or shares merged into a new one (no marker), resumes when it
+    holds this model's predictions; a completion model's ``stop`` was refused, not compared."""
     out = tmp_path / "md"
-    run_multidoc(Scripted(), data=data, out=out, progress=False)
-    (out / RUN_FILE).unlink()
+    run_multidoc(make(), data=data, out=out, progress=False)
+    records = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    if make is Completion:
+        assert records[0]["decoding"]["stop"] == ["\n"]
+    (out / RUN_FILE).unlink()  # as an older version, or concatenated shares, left it
     before = _files(out)
     other = Other()
     with pytest.raises(EvalConfigError) as info:
@@ -225,39 +162,22 @@ def test_a_folder_from_before_the_marker_with_another_models_predictions_is_refu
     assert "no prediction of this run's model 'other-model'" in message
     assert "made by: rag_position.eval.run_multidoc(<scripted>" in message  # from summary.json
     assert other.prompts == [] and _files(out) == before
+    idle = make()
+    run_multidoc(idle, data=data, out=out, progress=False)
+    assert idle.prompts == []
+    assert json.loads((out / RUN_FILE).read_text())["task"] == "multidoc"
 
 
-def test_copied_predictions_seed_a_new_run_of_another_task(data: Path, tmp_path: Path) -> None:
-    """To reuse one run's answers in another task: its predictions.jsonl, not its folder."""
-    md = tmp_path / "md"
-    run_multidoc(Scripted(), data=data, out=md, progress=False)
-    cmp = tmp_path / "cmp"
-    cmp.mkdir()
-    (cmp / "predictions.jsonl").write_bytes((md / "predictions.jsonl").read_bytes())
-    model = Scripted()
-    run_compare(model, data=data, out=cmp, worst_position=4, strategies=["retriever"])
-    assert json.loads((cmp / RUN_FILE).read_text())["task"] == "compare"
-
-
-def test_an_unrelated_folder_is_fine(data: Path, tmp_path: Path) -> None:
-    """The data file's own folder (nothing a run writes in it) takes the run."""
+def test_unrelated_folder_takes_a_run_its_answers_seed_another(data: Path, tmp_path: Path) -> None:
+    """The data file's own folder (nothing a run writes in it) takes the run; to reuse its
+    answers in another task: its predictions.jsonl, not its folder."""
     run_multidoc(Scripted(), data=data, questions=1, out=tmp_path, progress=False)
     assert (tmp_path / RUN_FILE).is_file() and (tmp_path / "report.md").is_file()
-
-
-# ------------------------------------------------------------------ names that are not UTF-8
-def test_an_out_name_that_is_not_utf8_is_refused_at_the_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--out runs/<0xff>`` ran the whole task, then failed to write its report (a
-    codec error, a summary.json.tmp left behind): the command line is recorded as text."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(eval_cli, "load_model", _never)
-    code, err = _cli(["eval", "kv", "--pairs", "8", "--out", "runs/\udcff"], capsys)
-    assert code == 2 and "Traceback" not in err
-    assert "error: --out 'runs/\\udcff' is not valid UTF-8 (byte 0xff" in err
-    assert not (tmp_path / "runs").exists()  # nothing made
-    assert os.listdir(tmp_path) == []
+    cmp = tmp_path / "cmp"
+    cmp.mkdir()
+    (cmp / "predictions.jsonl").write_bytes((tmp_path / "predictions.jsonl").read_bytes())
+    run_compare(Scripted(), data=data, out=cmp, worst_position=4, strategies=["retriever"])
+    assert json.loads((cmp / RUN_FILE).read_text())["task"] == "compare"
 
 
 def test_a_run_that_saved_nothing_says_how_to_take_its_folder(data: Path, tmp_path: Path) -> None:
@@ -271,7 +191,6 @@ def test_a_run_that_saved_nothing_says_how_to_take_its_folder(data: Path, tmp_pa
     run_multidoc(Scripted(), data=data, positions=[0, 9], out=out, max_new_tokens=5)  # the same
 
 
-# ------------------------------------------------------------------ a run holds its folder
 HOLDER = """
 import sys
 sys.path.insert(0, {tests!r})
@@ -300,7 +219,7 @@ def _held(out: Path) -> Iterator[subprocess.Popen[str]]:
         holder.communicate()
 
 
-def test_a_second_run_into_a_folder_in_use_is_refused_at_once(
+def test_a_second_run_into_a_folder_in_use_is_refused_at_once_and_the_lock_released(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two runs writing into one folder left 24 lines with 9 duplicate keys."""
@@ -320,13 +239,8 @@ def test_a_second_run_into_a_folder_in_use_is_refused_at_once(
         assert code == 2 and "Traceback" not in err
         assert f"is in use by another run (process {holder.pid} " in err
     # the holder gone (killed: the system let go of its lock), the folder is free
-    run_multidoc(Scripted(), data=data, out=out, progress=False)
-    assert (out / "report.md").is_file()
-
-
-def test_the_lock_is_released_when_the_run_ends(data: Path, tmp_path: Path) -> None:
-    out = tmp_path / "md"
     run_multidoc(Scripted(), data=data, out=out, progress=False, workers=2)  # forks workers
+    assert (out / "report.md").is_file()
     with _held(out):  # another process can hold it: the run let go, its workers too
         pass
     # one process may open its own folder again (a rerun after a failure it still holds)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import random
 import threading
 import types
 from collections.abc import Sequence
@@ -11,13 +13,29 @@ from typing import Any
 
 import pytest
 
+from rag_position.cli import main
 from rag_position.cost import Cost
-from rag_position.errors import DataFormatError
-from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
+from rag_position.data import QAInstance
+from rag_position.errors import DataFormatError, ModelSpecError
+from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc, run_quick, run_voting
+from rag_position.eval.cli import model_options
+from rag_position.eval.engine.session import open_context
+from rag_position.eval.engine.shards import parse_shard
 from rag_position.eval.engine.stats import bootstrap_ci
 from rag_position.eval.engine.store import PredictionStore
-from rag_position.eval.rows.catalog import available_strategies
-from rag_position.eval.tasks.compare import run_compare
+from rag_position.eval.rows.catalog import (
+    available_strategies,
+    framework_strategies,
+    select_strategies,
+    split_variant,
+)
+from rag_position.eval.tasks.compare import compare_section, run_compare
+from rag_position.eval.tasks.datasets import load_multidoc
+from rag_position.eval.tasks.quick import QUICK_STRATEGIES
+from rag_position.models.protocols import SpanScore
+from rag_position.passages import Passage
+from rag_position.strategies import STRATEGIES, PositionProfile, edge_reorder, registry
+from rag_position.strategies.registry import strategy_options
 
 K = 10
 
@@ -70,34 +88,21 @@ def _answer(prompt: str) -> str:
     return "I do not know"
 
 
+def _ctx(title: str, text: str, gold: bool, **more: Any) -> dict[str, Any]:
+    return {"title": title, "text": text, "hasanswer": gold, "isgold": gold, **more}
+
+
 def write_gold_at_file(path: Path, n: int = 12, k: int = K, gold: int = 3) -> Path:
     """An original-release style file: k passages a record, one of them gold."""
     with path.open("w") as fout:
         for q in range(n):
             ctxs = [
-                {
-                    "title": f"D{q}-{j}",
-                    "text": f"distractor {j} of {q}",
-                    "hasanswer": False,
-                    "isgold": False,
-                    "score": 1.0 - j / k,
-                    "id": f"{q}-{j}",
-                }
+                _ctx(f"D{q}-{j}", f"distractor {j} of {q}", False, score=1.0 - j / k, id=f"{q}-{j}")
                 for j in range(k - 1)
             ]
-            ctxs.insert(
-                gold,
-                {
-                    "title": f"G{q}",
-                    "text": f"GOLD the answer is ans{q}",
-                    "hasanswer": True,
-                    "isgold": True,
-                },
-            )
-            fout.write(
-                json.dumps({"question": f"question {q}?", "answers": [f"ans{q}"], "ctxs": ctxs})
-                + "\n"
-            )
+            ctxs.insert(gold, _ctx(f"G{q}", f"GOLD the answer is ans{q}", True))
+            record = {"question": f"question {q}?", "answers": [f"ans{q}"], "ctxs": ctxs}
+            fout.write(json.dumps(record) + "\n")
     return path
 
 
@@ -109,8 +114,6 @@ def data(tmp_path: Path) -> Path:
 @pytest.fixture()
 def profile(tmp_path: Path) -> Path:
     """A position profile that reads the last of K places best (as the embedded model)."""
-    from rag_position.strategies import PositionProfile
-
     path = tmp_path / "profile.json"
     PositionProfile(tuple([0.1] * (K - 1) + [0.9]), model_name="scripted", source="eval").save(path)
     return path
@@ -144,58 +147,42 @@ def test_multidoc_sweep_numbers_and_report_files(data: Path, tmp_path: Path) -> 
     assert "rag_position.eval.run_multidoc(<scripted>" in report
     assert "| gold at 4 | 12 | 0.0 [0.0, 0.0] |" in report
     assert "![" in report and "multidoc-accuracy-by-position.png" in report
+    # the sweep's position profile, linear between the measured positions 0, 4 and 9
+    profile = PositionProfile.load(tmp_path / "out" / "profile.json")
+    assert profile.source == "eval" and profile.model_name == "scripted"
+    assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
+    assert profile.values[2] == 0.5 and profile.ranking()[:2] == [0, 9]
 
 
 def test_interrupted_run_resumes_without_recomputing(data: Path, tmp_path: Path) -> None:
     full = Scripted()
     whole = run_multidoc(full, data=data, questions=None, out=tmp_path / "whole", batch_size=4)
-
+    many = run_multidoc(  # threads give the same summary
+        Scripted(), data=data, questions=None, out=tmp_path / "b", batch_size=2, concurrency=3
+    )
+    assert _numbers(many.rows) == _numbers(whole.rows)
     dying = Scripted(fail_after=26)  # dies inside the 7th batch of 4
     with pytest.raises(EvalRunError, match="rerun the same command") as err:
         run_multidoc(dying, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
     assert isinstance(err.value.__cause__, RuntimeError)
-    kept = PredictionStore(tmp_path / "cut" / "predictions.jsonl")
-    assert len(kept) == 24 == len(dying.prompts)
-
+    path = tmp_path / "cut" / "predictions.jsonl"
+    with path.open("a") as fout:
+        fout.write('{"task": "multidoc", "model": "scr')  # half a line, as a kill leaves it
+    kept = PredictionStore(path)
+    assert len(kept) == 24 == len(dying.prompts) and path.read_text().endswith("}\n")
     resumed = Scripted()
     again = run_multidoc(resumed, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
-    assert len(resumed.prompts) == len(full.prompts) - 24
+    assert len(resumed.prompts) == len(full.prompts) - 24 == 12 * 5 - 24
     assert not set(resumed.prompts) & set(dying.prompts)  # nothing generated twice
     assert _numbers(again.rows) == _numbers(whole.rows)
-
     idle = Scripted()  # a third run recomputes nothing at all
     third = run_multidoc(idle, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
     assert idle.prompts == [] and _numbers(third.rows) == _numbers(whole.rows)
+    with pytest.raises(EvalConfigError, match="max_new_tokens"):  # other decoding: refused
+        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "cut", max_new_tokens=5)
 
 
-def test_a_line_cut_by_a_kill_is_dropped(data: Path, tmp_path: Path) -> None:
-    with pytest.raises(EvalRunError):
-        run_multidoc(Scripted(fail_after=8), data=data, questions=None, out=tmp_path, batch_size=4)
-    path = tmp_path / "predictions.jsonl"
-    with path.open("a") as fout:
-        fout.write('{"task": "multidoc", "model": "scr')  # half a line
-    store = PredictionStore(path)
-    assert len(store) == 8 and path.read_text().endswith("}\n")
-    resumed = Scripted()
-    run_multidoc(resumed, data=data, questions=None, out=tmp_path, batch_size=4)
-    assert len(resumed.prompts) == 12 * 5 - 8
-
-
-def test_threaded_concurrency_gives_the_same_summary(data: Path, tmp_path: Path) -> None:
-    one = run_multidoc(Scripted(), data=data, questions=None, out=tmp_path / "a", batch_size=2)
-    many = run_multidoc(
-        Scripted(), data=data, questions=None, out=tmp_path / "b", batch_size=2, concurrency=3
-    )
-    assert _numbers(many.rows) == _numbers(one.rows)
-
-
-def test_other_decoding_settings_are_refused(data: Path, tmp_path: Path) -> None:
-    run_multidoc(Scripted(), data=data, questions=2, out=tmp_path)
-    with pytest.raises(EvalConfigError, match="max_new_tokens"):
-        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, max_new_tokens=5)
-
-
-def test_bootstrap_interval() -> None:
+def test_bootstrap_interval_and_its_coverage() -> None:
     assert bootstrap_ci([1.0] * 30) == (1.0, 1.0, 1.0)
     values = [1.0] * 100 + [0.0] * 100
     mean, low, high = bootstrap_ci(values, seed=3)
@@ -204,53 +191,39 @@ def test_bootstrap_interval() -> None:
     assert bootstrap_ci(values, seed=3) == (mean, low, high)  # seeded
     with pytest.raises(ValueError, match="empty"):
         bootstrap_ci([])
-
-
-def test_bootstrap_covers_the_true_rate() -> None:
-    import random
-
     hits = 0
     for trial in range(40):
         rng = random.Random(trial)
-        sample = [1.0 if rng.random() < 0.3 else 0.0 for _ in range(80)]
+        sample = [float(rng.random() < 0.3) for _ in range(80)]
         _, low, high = bootstrap_ci(sample, n_resamples=400, seed=trial)
         hits += low <= 0.3 <= high
     assert hits >= 34  # about 95% of 40
 
 
 def test_bad_inputs_name_file_line_and_field(data: Path, tmp_path: Path) -> None:
-    unknown = tmp_path / "unknown.jsonl"
-    unknown.write_text('{"foo": 1}\n')
-    with pytest.raises(DataFormatError, match=r"unknown\.jsonl: line 1: not a multi-document QA"):
-        run_multidoc(Scripted(), data=unknown, out=tmp_path / "o")
-    missing = tmp_path / "missing.jsonl"
     lines = data.read_text().splitlines()
-    record = json.loads(lines[1])
-    del record["answers"]
-    missing.write_text(lines[0] + "\n" + json.dumps(record) + "\n")
-    with pytest.raises(DataFormatError, match=r"missing\.jsonl: line 2: missing field 'answers'"):
-        run_multidoc(Scripted(), data=missing, out=tmp_path / "o")
-    no_gold = tmp_path / "nogold.jsonl"
-    record = json.loads(lines[0])
-    for ctx in record["ctxs"]:
+    no_answers, no_gold = json.loads(lines[1]), json.loads(lines[0])
+    del no_answers["answers"]
+    for ctx in no_gold["ctxs"]:
         ctx["isgold"] = False
-    no_gold.write_text(lines[1] + "\n" + json.dumps(record) + "\n")
-    with pytest.raises(DataFormatError, match=r"nogold\.jsonl: line 2: field 'ctxs\[\]\.isgold'"):
-        run_multidoc(Scripted(), data=no_gold, out=tmp_path / "o")
-    with pytest.raises(
-        DataFormatError, match=r"line 1: field 'ctxs' holds 10 passages, but --docs is 20"
-    ):
-        run_multidoc(Scripted(), data=data, docs=20, out=tmp_path / "o")
-    with pytest.raises(EvalConfigError, match=r"--positions: position 10 is outside the 10"):
-        run_multidoc(Scripted(), data=data, positions=[0, 10], out=tmp_path / "o")
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("\n")
-    with pytest.raises(DataFormatError, match=r"empty\.jsonl: the file holds no records"):
-        run_multidoc(Scripted(), data=empty, out=tmp_path / "o")
-    with pytest.raises(EvalConfigError, match="--questions"):
-        run_multidoc(Scripted(), data=data, questions=0, out=tmp_path / "o")
-    with pytest.raises(EvalConfigError, match="cannot be combined"):
-        run_multidoc(Scripted(), data=data, sandwich=True, ordered_randomly=True, out=tmp_path)
+    files = {
+        "unknown": ('{"foo": 1}\n', "line 1: not a multi-document QA"),
+        "missing": (f"{lines[0]}\n{json.dumps(no_answers)}\n", "line 2: missing field 'answers'"),
+        "nogold": (f"{lines[1]}\n{json.dumps(no_gold)}\n", r"line 2: field 'ctxs\[\]\.isgold'"),
+        "empty": ("\n", "the file holds no records"),
+    }
+    for name, (text, says) in files.items():
+        (tmp_path / f"{name}.jsonl").write_text(text)
+        with pytest.raises(DataFormatError, match=rf"{name}\.jsonl: {says}"):
+            run_multidoc(Scripted(), data=tmp_path / f"{name}.jsonl", out=tmp_path / "o")
+    for error, match, options in [
+        (DataFormatError, "line 1: field 'ctxs' holds 10 passages, but --docs is 20", {"docs": 20}),
+        (EvalConfigError, "--positions: position 10 is outside the 10", {"positions": [0, 10]}),
+        (EvalConfigError, "--questions", {"questions": 0}),
+        (EvalConfigError, "cannot be combined", {"sandwich": True, "ordered_randomly": True}),
+    ]:
+        with pytest.raises(error, match=match):
+            run_multidoc(Scripted(), data=data, out=tmp_path / "o", **options)
 
 
 def test_compare_baselines_and_a_row_added_to_the_table(
@@ -261,8 +234,6 @@ def test_compare_baselines_and_a_row_added_to_the_table(
     def reverse(question: str, passages: Sequence[Any], **kw: Any) -> Any:
         calls.append(question)
         return types.SimpleNamespace(passages=list(passages)[::-1], cost=Cost(lm_calls=3))
-
-    from rag_position.strategies import registry
 
     table = {**registry.STRATEGIES, "reverse": registry.StrategySpec("reverse", reverse)}
     monkeypatch.setattr(registry, "STRATEGIES", table)
@@ -284,11 +255,6 @@ def test_compare_baselines_and_a_row_added_to_the_table(
 def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: int) -> None:
     """compare's langchain_reorder / llamaindex_reorder run the frameworks' own classes; their
     outputs equal our edge_reorder modes on the same inputs (CI installs both frameworks)."""
-    from rag_position.data import QAInstance
-    from rag_position.eval.rows.catalog import framework_strategies
-    from rag_position.passages import Passage
-    from rag_position.strategies import edge_reorder
-
     pytest.importorskip("langchain_community", reason="the langchain [test] extra installs it")
     pytest.importorskip("llama_index.core", reason="the llama_index package installs it")
     passages = tuple(Passage(f"text {i}", title=f"t{i}") for i in range(k))
@@ -311,8 +277,6 @@ class ScriptedScorer(Scripted):
         self.scored: list[int] = []
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
-        from rag_position.models.protocols import SpanScore
-
         self.scored.append(len(prompts))
         out = []
         for prompt in prompts:
@@ -323,19 +287,14 @@ class ScriptedScorer(Scripted):
         return out
 
 
-def test_compare_random_only_shares_convex_scoring_and_charges_each_variant(
+def test_compare_shares_convex_scoring_and_charges_each_variant(
     data: Path, tmp_path: Path, profile: Path
 ) -> None:
     model = ScriptedScorer()
     names = ["convex_score", "convex_score_profile", "convex_score_sandwich"]
-    result = run_compare(
-        model,
-        data=data,
-        strategies=names,
-        gold=["random"],
-        strategy_options={"convex_score_profile": {"profile": profile}},
-        out=tmp_path / "c",
-    )
+    given = {"convex_score_profile": {"profile": profile}}
+    options = {"data": data, "gold": ["random"], "strategy_options": given, "out": tmp_path / "c"}
+    result = run_compare(model, strategies=names, **options)
     assert {r["task"] for r in result.rows} == {"compare"}  # no sweep: no worst setting asked
     assert {r["gold"] for r in result.rows} == {"random"}
     assert model.scored == [K] * 12  # one scoring pass of K rotations per question, shared
@@ -348,73 +307,62 @@ def test_compare_random_only_shares_convex_scoring_and_charges_each_variant(
     assert len(sandwiches) == 12
     with pytest.raises(EvalConfigError, match="--gold"):
         run_compare(model, data=data, strategies=names, gold=["middle"], out=tmp_path / "c")
+    # a variant runs under its own name, with its options (and the base's --profile)
+    model = ScriptedScorer()
+    variant = "convex_score_profile:n_base_orders=2"
+    options["out"] = tmp_path / "v"
+    result = run_compare(model, strategies=["convex_score_profile", variant], **options)
+    rows = {r["strategy"]: r for r in result.rows}
+    assert set(rows) == {"convex_score_profile", variant}
+    assert rows["convex_score_profile"]["lm_calls"] == K + 1
+    assert rows[variant]["lm_calls"] == 2 * K + 1  # two base orders: 2K scoring passes
+    assert rows[variant]["accuracy"] == 1.0
+    records = [json.loads(line) for line in (tmp_path / "v" / "predictions.jsonl").open()]
+    assert sum(r["strategy"] == variant for r in records) == 12
 
 
-def test_multidoc_saves_its_position_profile(data: Path, tmp_path: Path) -> None:
-    from rag_position.strategies import PositionProfile
-
-    run_multidoc(Scripted(), data=data, positions=[0, 4, 9], out=tmp_path / "m")
-    profile = PositionProfile.load(tmp_path / "m" / "profile.json")
-    assert profile.source == "eval" and profile.model_name == "scripted"
-    assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
-    assert profile.values[2] == 0.5  # linear between measured positions
-    assert profile.ranking()[:2] == [0, 9]
-
-
-def test_shards_split_a_run_and_merge_by_concatenation(data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("run", "shares", "options"),
+    [
+        (run_multidoc, 3, {}),
+        (run_compare, 2, {"strategies": ["retriever", "edge"], "worst_position": 4}),
+    ],
+)
+def test_shards_split_a_run_and_merge_by_concatenation(
+    run: Any, shares: int, options: dict[str, Any], data: Path, tmp_path: Path
+) -> None:
     whole_model = Scripted()
-    whole = run_multidoc(whole_model, data=data, questions=None, out=tmp_path / "whole")
-    models = [Scripted() for _ in range(3)]
+    whole = run(whole_model, data=data, questions=None, out=tmp_path / "whole", **options)
+    models = {k: Scripted() for k in range(1, shares + 1)}
     parts = [
-        run_multidoc(m, data=data, questions=None, out=tmp_path / f"s{k}", shard=(k, 3))
-        for k, m in enumerate(models, start=1)
+        run(m, data=data, questions=None, out=tmp_path / f"s{k}", shard=(k, shares), **options)
+        for k, m in models.items()
     ]
     # the shares are disjoint, cover the run, and keep each question in one share
-    prompts = [set(m.prompts) for m in models]
-    assert all(p for p in prompts) and sum(map(len, prompts)) == len(set(whole_model.prompts))
+    prompts = [set(m.prompts) for m in models.values()]
+    assert all(prompts) and sum(map(len, prompts)) == len(set(whole_model.prompts))
     assert set().union(*prompts) == set(whole_model.prompts)
     instances = [
         {json.loads(line)["instance"] for line in (tmp_path / f"s{k}" / "predictions.jsonl").open()}
-        for k in (1, 2, 3)
+        for k in models
     ]
     assert sum(map(len, instances)) == len(set().union(*instances)) == 12
     assert sum(r["n"] for r in parts[0].rows) < sum(r["n"] for r in whole.rows)
-    assert "1/3" in (tmp_path / "s1" / "report.md").read_text()
-
+    assert f"1/{shares}" in (tmp_path / "s1" / "report.md").read_text()
     merged = tmp_path / "merged"
     merged.mkdir()
     with (merged / "predictions.jsonl").open("w") as fout:
-        for k in (1, 2, 3):
+        for k in models:
             fout.write((tmp_path / f"s{k}" / "predictions.jsonl").read_text())
     idle = Scripted()
-    again = run_multidoc(idle, data=data, questions=None, out=merged)
+    again = run(idle, data=data, questions=None, out=merged, **options)
     assert idle.prompts == [] and _numbers(again.rows) == _numbers(whole.rows)
-    # a share's profile would pass for the model's: only whole runs write one
-    assert (tmp_path / "whole" / "profile.json").exists() and (merged / "profile.json").exists()
-    assert not any((tmp_path / f"s{k}" / "profile.json").exists() for k in (1, 2, 3))
+    if run is run_multidoc:  # a share's profile would pass for the model's: only whole runs
+        assert (tmp_path / "whole" / "profile.json").exists() and (merged / "profile.json").exists()
+        assert not any((tmp_path / f"s{k}" / "profile.json").exists() for k in models)
 
 
-def test_sharded_compare_merges_into_the_whole_run(data: Path, tmp_path: Path) -> None:
-    options: dict[str, Any] = {"strategies": ["retriever", "edge"], "worst_position": 4}
-    whole = run_compare(Scripted(), data=data, questions=None, out=tmp_path / "whole", **options)
-    merged = tmp_path / "merged"
-    merged.mkdir()
-    for k in (1, 2):
-        model = Scripted()
-        run_compare(
-            model, data=data, questions=None, out=tmp_path / f"s{k}", shard=(k, 2), **options
-        )
-        assert model.prompts
-        with (merged / "predictions.jsonl").open("a") as fout:
-            fout.write((tmp_path / f"s{k}" / "predictions.jsonl").read_text())
-    idle = Scripted()
-    again = run_compare(idle, data=data, questions=None, out=merged, **options)
-    assert idle.prompts == [] and _numbers(again.rows) == _numbers(whole.rows)
-
-
-def test_shards_refuse_choices_made_from_one_share(data: Path, tmp_path: Path) -> None:
-    from rag_position.eval import run_quick, run_voting
-
+def test_shards_refuse_one_share_choices_and_bad_values(data: Path, tmp_path: Path) -> None:
     with pytest.raises(EvalConfigError, match="--worst-position"):
         run_compare(Scripted(), data=data, questions=None, out=tmp_path, shard=(1, 2))
     with pytest.raises(EvalConfigError, match="--worst-position"):
@@ -423,71 +371,18 @@ def test_shards_refuse_choices_made_from_one_share(data: Path, tmp_path: Path) -
         run_quick(Scripted(), data=data, questions=4, out=tmp_path, shard=(1, 2))
     with pytest.raises(EvalConfigError, match="holds no questions"):
         run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "e", shard=(3, 3))
-
-
-@pytest.mark.parametrize("shard", [(0, 2), (3, 2), (1, 0)])
-def test_bad_shards_are_refused(data: Path, tmp_path: Path, shard: tuple[int, int]) -> None:
-    with pytest.raises(EvalConfigError, match="shard"):
-        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, shard=shard)
-
-
-def test_cli_shard_values(tmp_path: Path) -> None:
-    from rag_position.eval.engine.shards import parse_shard
-
+    for shard in [(0, 2), (3, 2), (1, 0)]:
+        with pytest.raises(EvalConfigError, match="shard"):
+            run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, shard=shard)
     assert parse_shard("2/4") == (2, 4)
     for text in ("2", "a/b", "5/4", "1/2/3", "-1/2"):
         with pytest.raises(EvalConfigError, match="shard"):
             parse_shard(text)
 
 
-def test_strategy_variants_run_under_their_own_names_with_their_options(
-    data: Path, tmp_path: Path, profile: Path
-) -> None:
-    model = ScriptedScorer()
-    variant = "convex_score_profile:n_base_orders=2"
-    result = run_compare(
-        model,
-        data=data,
-        strategies=["convex_score_profile", variant],
-        gold=["random"],
-        strategy_options={"convex_score_profile": {"profile": profile}},  # the variant's too
-        out=tmp_path / "c",
-    )
-    rows = {r["strategy"]: r for r in result.rows}
-    assert set(rows) == {"convex_score_profile", variant}
-    assert rows["convex_score_profile"]["lm_calls"] == K + 1
-    assert rows[variant]["lm_calls"] == 2 * K + 1  # two base orders: 2K scoring passes
-    assert rows[variant]["accuracy"] == 1.0
-    records = [json.loads(line) for line in (tmp_path / "c" / "predictions.jsonl").open()]
-    assert sum(r["strategy"] == variant for r in records) == 12
-
-
-def test_strategy_variant_errors_name_the_problem(data: Path, tmp_path: Path) -> None:
-    from rag_position.eval.rows.catalog import select_strategies, split_variant
-
-    assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == (
-        "edge",
-        {"mode": "llamaindex", "top_k": 5, "x": 0.5, "y": True},
-    )
-    for bad in ("edge:mode", "edge:=3", "edge:mode="):
-        with pytest.raises(EvalConfigError, match="KEY=VALUE"):
-            split_variant(bad)
-    with pytest.raises(EvalConfigError, match="built-in order and takes no options"):
-        select_strategies(["gold_last:position=3"])
-    with pytest.raises(EvalConfigError, match="unknown"):
-        select_strategies(["nope:k=1"])
-    with pytest.raises(EvalConfigError, match=r"takes no option 'bogus'; its options: "):
-        run_compare(ScriptedScorer(), data=data, strategies=["convex_score:bogus=1"], out=tmp_path)
-
-
 def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
-
     import torch
 
-    from rag_position.cli import main
-    from rag_position.errors import ModelSpecError
-    from rag_position.eval.cli import model_options
     from rag_position.models.transformers_backend import check_device
 
     local = argparse.Namespace(model="embedded", device="cuda:1", dtype="float32")
@@ -498,42 +393,44 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
         model_options(served)
     check_device("cpu")
     check_device("cpu:0")
-    with pytest.raises(ModelSpecError, match="'gpu' is not a torch device"):
-        check_device("gpu")
-    with pytest.raises(ModelSpecError, match="'meta' holds no data"):
-        check_device("meta")
+    refused = {"gpu": "'gpu' is not a torch device", "meta": "'meta' holds no data"}
     if not torch.xpu.is_available():  # a backend this torch lacks: refused before loading
-        with pytest.raises(ModelSpecError, match="'xpu' cannot be used here"):
-            check_device("xpu")
+        refused["xpu"] = "'xpu' cannot be used here"
     if not torch.cuda.is_available():
-        with pytest.raises(ModelSpecError, match="sees no CUDA device"):
-            check_device("cuda")
-    # the CLI reports it before loading any weights
-    out = tmp_path / "run"
-    code = main(["eval", "compare", "--device", "gpu", "--questions", "1", "--out", str(out)])
-    assert code == 2
+        refused["cuda"] = "sees no CUDA device"
+    for device, says in refused.items():
+        with pytest.raises(ModelSpecError, match=says):
+            check_device(device)
+    out = tmp_path / "run"  # the CLI reports it before loading any weights
+    assert main(["eval", "compare", "--device", "gpu", "--questions", "1", "--out", str(out)]) == 2
     assert "'gpu' is not a torch device" in capsys.readouterr().err
     assert not out.exists()
 
 
-def test_variant_options_that_would_change_the_strategy_are_refused(
-    data: Path, tmp_path: Path, profile: Path
-) -> None:
-    from rag_position.eval.rows.catalog import select_strategies, split_variant
-    from rag_position.strategies import STRATEGIES
-    from rag_position.strategies.registry import strategy_options
-
+def test_variant_errors_name_the_problem(data: Path, tmp_path: Path, profile: Path) -> None:
+    assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == (
+        "edge",
+        {"mode": "llamaindex", "top_k": 5, "x": 0.5, "y": True},
+    )
     assert all(strategy_options(name) == spec.options for name, spec in STRATEGIES.items())
     assert "placement" in strategy_options("convex_score")
     assert "placement" not in strategy_options("convex_score_profile")  # its name says how
-    with pytest.raises(EvalConfigError, match="the seed is the run's"):
-        select_strategies(["convex_score:seed=3"])
+    for bad in ("edge:mode", "edge:=3", "edge:mode="):
+        with pytest.raises(EvalConfigError, match="KEY=VALUE"):
+            split_variant(bad)
     with pytest.raises(EvalConfigError, match="'top_k' given twice"):
         split_variant("edge:top_k=3:top_k=5")
-    with pytest.raises(EvalConfigError, match="sets placement itself"):
-        select_strategies(["convex_score_profile:placement=first"])
-    with pytest.raises(EvalConfigError, match=r"takes no option 'n_orders'.*n_rotations"):
-        select_strategies(["convex_score:n_orders=3"])
+    for bad, match in [
+        ("gold_last:position=3", "built-in order and takes no options"),
+        ("nope:k=1", "unknown"),
+        ("convex_score:seed=3", "the seed is the run's"),
+        ("convex_score_profile:placement=first", "sets placement itself"),
+        ("convex_score:n_orders=3", r"takes no option 'n_orders'.*n_rotations"),
+    ]:
+        with pytest.raises(EvalConfigError, match=match):
+            select_strategies([bad])
+    with pytest.raises(EvalConfigError, match=r"takes no option 'bogus'; its options: "):
+        run_compare(ScriptedScorer(), data=data, strategies=["convex_score:bogus=1"], out=tmp_path)
     # a profile given in the variant itself needs no --profile
     variant = f"convex_score_profile:profile={profile}"
     result = run_compare(
@@ -542,12 +439,7 @@ def test_variant_options_that_would_change_the_strategy_are_refused(
     assert [(r["strategy"], r["accuracy"]) for r in result.rows] == [(variant, 1.0)]
 
 
-def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
-    data: Path, tmp_path: Path
-) -> None:
-    from rag_position.eval import run_quick
-    from rag_position.eval.tasks.quick import QUICK_STRATEGIES
-
+def test_quick_compares_scorers_with_the_profile_it_measured(data: Path, tmp_path: Path) -> None:
     model = ScriptedScorer()
     result = run_quick(model, data=data, questions=4, out=tmp_path / "q", progress=False)
     rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
@@ -567,10 +459,6 @@ def test_quick_compares_the_scoring_strategies_with_the_profile_it_measured(
 
 
 def test_compare_refuses_a_narrowed_setting_outside_the_run(data: Path, tmp_path: Path) -> None:
-    from rag_position.eval.engine.session import open_context
-    from rag_position.eval.tasks.compare import compare_section
-    from rag_position.eval.tasks.datasets import load_multidoc
-
     ctx = open_context(Scripted(), tmp_path / "c", progress=False)
     dataset = load_multidoc(data, docs=K, questions=2)
     with pytest.raises(EvalConfigError, match="gold_of"):

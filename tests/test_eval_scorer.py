@@ -5,15 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_eval_runner import Scripted, write_gold_at_file
 
+from rag_position import read_tuned
 from rag_position.cost import Cost, record
-from rag_position.eval import EvalConfigError, run_open_domain
+from rag_position.data import QAInstance
+from rag_position.eval import EvalConfigError, run_open_domain, run_tune
 from rag_position.eval.engine.pair import ReaderScorer, scorer_metered, scoring_model
+from rag_position.eval.rows.catalog import select_strategies
 from rag_position.eval.tasks.compare import run_compare
+from rag_position.eval.tasks.open_domain import _prepare
 from rag_position.models.protocols import Span, SpanScore
+from rag_position.passages import Passage
 
 
 class GoldScorer:
@@ -44,13 +50,9 @@ def test_compare_scores_with_the_scorer_and_answers_with_the_reader(tmp_path: Pa
     data = write_gold_at_file(tmp_path / "gold.jsonl", n=4, gold=4)
     reader, scorer = Reader(), GoldScorer()
     out = tmp_path / "run"
+    names = ["retriever", "select_and_place:top_n=1"]
     result = run_compare(
-        reader,
-        scorer=scorer,
-        data=data,
-        strategies=["retriever", "select_and_place:top_n=1"],
-        gold=["random"],
-        out=out,
+        reader, scorer=scorer, data=data, strategies=names, gold=["random"], out=out
     )
     assert scorer.prompts == 4 * 10  # one one-passage prompt per passage, on the scorer
     rows = {r["strategy"]: r for r in result.rows}
@@ -67,6 +69,10 @@ def test_compare_scores_with_the_scorer_and_answers_with_the_reader(tmp_path: Pa
     report = result.report.read_text()
     assert "| scorer | small-scorer |" in report and "| model | big-reader |" in report
     assert "scorer tokens" in report and "reader s" in report
+    other = GoldScorer()  # the run's folder refuses another scorer
+    other.name = "another-scorer"
+    with pytest.raises(EvalConfigError, match=r"another-scorer|small-scorer"):
+        run_compare(reader, scorer=other, data=data, strategies=names, gold=["random"], out=out)
 
 
 def test_without_a_scorer_records_read_as_before(tmp_path: Path) -> None:
@@ -76,17 +82,6 @@ def test_without_a_scorer_records_read_as_before(tmp_path: Path) -> None:
     record_ = json.loads((out / "predictions.jsonl").open().readline())
     assert "scorer_cost" not in record_ and record_["model"] == "scripted"
     assert "scorer tokens" not in result.report.read_text()
-
-
-def test_a_run_folder_of_one_scorer_refuses_another(tmp_path: Path) -> None:
-    data = write_gold_at_file(tmp_path / "gold.jsonl", n=2)
-    out = tmp_path / "run"
-    options = {"data": data, "strategies": ["retriever"], "gold": ["random"], "out": out}
-    run_compare(Reader(), scorer=GoldScorer(), **options)
-    other = GoldScorer()
-    other.name = "another-scorer"
-    with pytest.raises(EvalConfigError, match=r"another-scorer|small-scorer"):
-        run_compare(Reader(), scorer=other, **options)
 
 
 def test_open_domain_scores_with_the_scorer(tmp_path: Path) -> None:
@@ -117,9 +112,6 @@ def test_reader_scorer_delegates_and_meters() -> None:
 
 
 def test_tune_chooses_for_the_pair_and_names_the_scorer(tmp_path: Path) -> None:
-    from rag_position import read_tuned
-    from rag_position.eval import run_tune
-
     data = write_gold_at_file(tmp_path / "gold.jsonl", n=4, gold=4)
     scorer = GoldScorer()
     out = tmp_path / "tune"
@@ -136,16 +128,8 @@ def test_tune_chooses_for_the_pair_and_names_the_scorer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("k", "held"), [(2, 1.0), (1, 0.0)])
 def test_answer_in_context_is_whether_a_passage_given_holds_an_answer(k: int, held: float) -> None:
-    from types import SimpleNamespace
-
-    from rag_position.data import QAInstance
-    from rag_position.eval.rows.catalog import select_strategies
-    from rag_position.eval.tasks.open_domain import _prepare
-    from rag_position.passages import Passage
-
-    instance = QAInstance(
-        "Where is ans1?", ("ans1",), (Passage("nothing here"), Passage("ans1 is in Rome.")), id="q"
-    )
+    passages = (Passage("nothing here"), Passage("ans1 is in Rome."))
+    instance = QAInstance("Where is ans1?", ("ans1",), passages, id="q")
     retriever = select_strategies(["retriever"])[0]
     prepared = _prepare(SimpleNamespace(seed=0), None, retriever, instance, k)()  # type: ignore[arg-type]
     # the question names the answer too: it is left out of what is looked at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from math import comb
 from pathlib import Path
 
 import pytest
@@ -11,16 +12,20 @@ from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.eval.engine.stats import paired, sign_test
 from rag_position.eval.tasks.compare import run_compare
+from rag_position.eval.tasks.open_domain import run_open_domain
 from rag_position.models.protocols import Span, SpanScore
 
 
 class GoldScorer(Scripted):
-    """The question is likely (0) after the gold passage alone, unlikely (-5) after others.
+    """The question is likely (0) after the gold passage alone, unlikely (-5) after others;
+    its answers are :class:`Scripted`'s: right when the gold is first, last or alone."""
 
-    Its answers are :class:`Scripted`'s: right when the gold is first, last or alone.
-    """
+    def __init__(self) -> None:
+        super().__init__()
+        self.scored: list[str] = []
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
+        self.scored.extend(prompts)
         means = [0.0 if "GOLD" in p else -5.0 for p in prompts]
         return [SpanScore(m, 3 * m, 3) for m in means]
 
@@ -30,9 +35,7 @@ def data(tmp_path: Path) -> Path:
     return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
 
 
-def test_a_selecting_row_keeps_the_gold_alone_and_is_paired_with_the_retriever(
-    data: Path, tmp_path: Path
-) -> None:
+def test_selecting_keeps_the_gold_alone_paired_with_retriever(data: Path, tmp_path: Path) -> None:
     names = ["retriever", "select_and_place", "select_and_place:mass=none"]
     result = run_compare(
         GoldScorer(), data=data, questions=None, strategies=names, gold=["random"], out=tmp_path
@@ -73,17 +76,13 @@ def test_versus_names_any_row_or_none(data: Path, tmp_path: Path) -> None:
     assert "no paired column: gold_first was not run" in (tmp_path / "b" / "report.md").read_text()
 
 
-def test_sign_test_matches_the_binomial_distribution() -> None:
-    from math import comb
-
+def test_sign_test_is_binomial_and_pairs_count_only_instances_both_answered() -> None:
     for wins, losses in [(12, 3), (3, 12), (7, 7), (0, 5), (20, 0)]:
         n, k = wins + losses, min(wins, losses)
         expected = min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2**n)
         assert sign_test(wins, losses) == pytest.approx(expected)
     assert sign_test(12, 3) == pytest.approx(0.03515625)  # scipy.stats.binomtest(12, 15)
 
-
-def test_paired_counts_only_the_instances_both_answered() -> None:
     def rec(strategy: str, instance: int, correct: bool, setting: str = "s") -> dict[str, object]:
         return {"strategy": strategy, "instance": instance, "correct": correct, "setting": setting}
 
@@ -93,21 +92,8 @@ def test_paired_counts_only_the_instances_both_answered() -> None:
     assert paired(records, "b") == {("x", "s"): (1, 1, 1.0)}  # instance 4 and "other" unpaired
 
 
-def test_open_domain_reads_with_selection_and_scores_each_chunk_once(
-    data: Path, tmp_path: Path
-) -> None:
-    from rag_position.eval.tasks.open_domain import run_open_domain
-
-    class CountingGold(GoldScorer):
-        def __init__(self) -> None:
-            super().__init__()
-            self.scored: list[str] = []
-
-        def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-            self.scored.extend(prompts)
-            return super().score_spans(prompts, spans)
-
-    model = CountingGold()
+def test_open_domain_selects_and_scores_each_chunk_once(data: Path, tmp_path: Path) -> None:
+    model = GoldScorer()
     result = run_open_domain(
         model, ks=[5, 20], retriever="bm25", data=data, questions=4,
         strategies=["retriever", "select_and_place"], out=tmp_path,

@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import test_eval_runner as runner
 from test_eval_runner import Scripted, write_gold_at_file
 
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
 from rag_position.eval import EvalConfigError
 from rag_position.eval.tasks.gauge import run_gauge
 from rag_position.eval.tasks.kv import generate_kv, kv_positions, run_kv
 from rag_position.eval.tasks.open_domain import run_open_domain
 from rag_position.eval.tasks.swim import run_swim
-from rag_position.models.protocols import Span, SpanScore
 
 
-class ScriptedScorer(Scripted):
+class ScriptedScorer(runner.ScriptedScorer):
     """Question likelihood 0 when the gold passage is at either end, -1 inside."""
 
     max_context = 2048
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        scores = []
-        for prompt in prompts:
-            docs = [line for line in prompt.split("\n") if line.startswith("Document [")]
-            at = next(i for i, line in enumerate(docs) if "GOLD" in line)
-            mean = 0.0 if at in (0, len(docs) - 1) else -1.0
-            scores.append(SpanScore(mean, mean * 3, 3))
-        return scores
 
 
 @pytest.fixture()
@@ -44,12 +36,9 @@ def test_kv_sweep_reads_files_and_generates_others(tmp_path: Path) -> None:
     path = tmp_path / "kv.jsonl"
     with path.open("w") as fout:
         for inst in generate_kv(6, 4, seed=1):
-            record = {
-                "ordered_kv_records": [list(r) for r in inst.records],
-                "key": inst.key,
-                "value": inst.value,
-            }
-            fout.write(json.dumps(record) + "\n")
+            records = [list(r) for r in inst.records]
+            line = {"ordered_kv_records": records, "key": inst.key, "value": inst.value}
+            fout.write(json.dumps(line) + "\n")
     result = run_kv(Scripted(), pairs=6, positions=[0, 3, 5], data=path, out=tmp_path / "a")
     acc = {(r["prompt"], r["position"]): r["accuracy"] for r in result.rows}
     assert acc == {(p, q): float(q == 0) for p in ("kv", "kv_query_aware") for q in (0, 3, 5)}
@@ -96,31 +85,16 @@ def test_swim_depth_and_size(data: Path, tmp_path: Path) -> None:
 def test_cli_wraps_the_tasks(
     data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import rag_position.eval.cli as eval_cli
-    from rag_position.cli import main
-
     monkeypatch.setattr(eval_cli, "load_model", lambda spec: ScriptedScorer())
     out = str(tmp_path / "md")
     argv = ["eval", "multidoc", "--data", str(data), "--out", out, "--no-progress", "--sandwich"]
     assert main(argv) == 0
     assert "docs=10 gold=4 prompt=qa_query_aware" in capsys.readouterr().out
-    argv = [
-        "eval",
-        "compare",
-        "--data",
-        str(data),
-        "--out",
-        out,
-        "--no-progress",
-        "--strategies",
-        "retriever,gold_first",
-        "--worst-position",
-        "4",
-    ]
-    assert main(argv) == 2  # the multidoc run's folder: its report is not replaced
+    argv = ["eval", "compare", "--data", str(data), "--no-progress", "--worst-position", "4"]
+    argv += ["--strategies", "retriever,gold_first"]
+    assert main([*argv, "--out", out]) == 2  # the multidoc run's folder: its report is kept
     assert "holds another run: multidoc" in capsys.readouterr().err
-    argv[argv.index(out)] = str(tmp_path / "cmp")
-    assert main(argv) == 0
+    assert main([*argv, "--out", str(tmp_path / "cmp")]) == 0
     assert "gold_first" in (tmp_path / "cmp" / "report.md").read_text()
     assert main(["eval", "multidoc", "--data", str(data), "--positions", "0,x"]) == 2
     assert "--positions: expected comma-separated integers" in capsys.readouterr().err
