@@ -1,9 +1,5 @@
-"""Shared fixtures of the langchain-rag-position tests.
-
-The embedded model and embedder load once per session, and only when a test asks.
-Nothing here reaches a network: models come from installed packages, servers run on
-127.0.0.1.
-"""
+"""Shared fixtures of the langchain-rag-position tests: the embedded model and embedder,
+loaded once per session when a test asks (from installed packages, no network)."""
 
 from __future__ import annotations
 

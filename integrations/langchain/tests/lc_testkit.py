@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
 
 from rag_position.models import SpanScore
 
@@ -36,13 +37,18 @@ def make_docs(n: int = 5) -> list[Document]:
     ]
 
 
-class GoldScorer:
-    """A scripted Scorer: the query is most likely when ``gold`` sits at either end.
+class ListRetriever(BaseRetriever):
+    """Returns its documents, the very list, as a vector store might."""
 
-    Prompt scores: 0 with the gold text in the first or last ``Document [i]`` slot,
-    -1 - 0.01 * (slot of the gold text) elsewhere, -2 without the gold text (a prompt of
-    one other document, as passage likelihood scores). Counts the prompts it scored.
-    """
+    docs: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: object) -> list[Document]:
+        return self.docs
+
+
+class GoldScorer:
+    """A scripted Scorer: 0 with ``gold`` in the first or last ``Document [i]`` slot,
+    -1 - 0.01 * slot elsewhere, -2 without it. Records the prompts it scored."""
 
     def __init__(self, gold: str) -> None:
         self.gold = gold

@@ -1,9 +1,6 @@
-"""Shared fixtures of the LlamaIndex integration tests.
-
-The embedded model and embedder load once per session; every test runs with the
-network closed except 127.0.0.1 (pytest-socket), so nothing can reach a model hub,
-a tiktoken download or an NLTK mirror unnoticed.
-"""
+"""Shared fixtures of the LlamaIndex integration tests: the embedded model and embedder,
+loaded once per session; the network closed but 127.0.0.1 (pytest-socket), so nothing
+reaches a model hub, a tiktoken download or an NLTK mirror unnoticed."""
 
 from __future__ import annotations
 
@@ -38,11 +35,8 @@ def _li_no_network() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _li_one_torch_thread() -> Iterator[None]:
-    """One torch thread while our tests run (restored after).
-
-    The embedded models are small: a second thread gains little, and on a shared
-    2-core machine two threads contending with another process ran 10x slower.
-    """
+    """One torch thread while our tests run (restored after): on a shared 2-core machine,
+    two threads contending with another process ran 10x slower."""
     import torch
 
     before = torch.get_num_threads()
@@ -53,7 +47,6 @@ def _li_one_torch_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-# ---------------------------------------------------------------------------- real models
 @pytest.fixture(scope="session")
 def li_model() -> Any:
     """SmolLM2-135M-Instruct, float32 (exact comparisons), chat template on."""

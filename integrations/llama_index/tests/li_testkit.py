@@ -3,10 +3,13 @@ every test directory in one pytest session, so ``import conftest`` would be ambi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.schema import NodeWithScore, TextNode
+import numpy as np
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from rag_position.models import SpanScore
 
@@ -16,47 +19,37 @@ DOCS = [
     ("Everest", "Mount Everest is the highest mountain on Earth, in the Himalayas."),
     ("Python", "Python is a programming language created by Guido van Rossum."),
 ]
-"""Four short documents, one topic each (titles in metadata["title"])."""
+
+
+class ListRetriever(BaseRetriever):
+    """Returns its nodes, the very list, for every query (as a vector store might), and
+    records the queries."""
+
+    def __init__(self, nodes: list[NodeWithScore]) -> None:
+        self.nodes = nodes
+        self.queries: list[str] = []
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        self.queries.append(query_bundle.query_str)
+        return self.nodes
 
 
 class GoldAtEdgesScorer:
-    """A scripted Scorer: likelihood 1 when ``gold`` is the first or last passage, else 0;
-    -1 without ``gold`` in the prompt (one other passage alone, as passage likelihood scores).
-
-    ConvexScore and passage likelihood must then pick ``gold``; likelihood selection
-    ties, keeping the given order. ``calls`` counts the prompts scored.
-    """
+    """A scripted Scorer: likelihood 1 with ``gold`` the first or last passage, else 0; -1
+    without ``gold`` (one other passage alone). ConvexScore and passage likelihood pick it."""
 
     def __init__(self, texts: Sequence[str], gold: str) -> None:
         self.texts = list(texts)
         self.gold = gold
-        self.calls = 0
-        self.prompts: list[str] = []
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[Any]:
         out = []
         for prompt in prompts:
-            self.calls += 1
-            self.prompts.append(prompt)
             order = sorted((t for t in self.texts if t in prompt), key=prompt.index)
-            if self.gold not in order:
-                out.append(SpanScore(mean=-1.0, sum=-1.0, n_tokens=1))
-                continue
-            k = order.index(self.gold)
-            v = 1.0 if k in (0, len(order) - 1) else 0.0
-            out.append(SpanScore(mean=v, sum=v, n_tokens=1))
-        return out
-
-
-class GoldFirstScorer(GoldAtEdgesScorer):
-    """Likelihood falls with the gold passage's position: the best order puts it first."""
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[Any]:
-        out = []
-        for prompt in prompts:
-            self.calls += 1
-            order = sorted((t for t in self.texts if t in prompt), key=prompt.index)
-            v = -float(order.index(self.gold))
+            v = -1.0
+            if self.gold in order:
+                v = 1.0 if order.index(self.gold) in (0, len(order) - 1) else 0.0
             out.append(SpanScore(mean=v, sum=v, n_tokens=1))
         return out
 
@@ -77,12 +70,17 @@ def make_nodes(scores: Sequence[float | None] | None = None, n: int = 4) -> list
     return nodes
 
 
-class EchoModel:
-    """A scripted rag-position model (Generator and Scorer) that records its calls.
+def node_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
+    return [n.node.node_id for n in nodes]
 
-    ``replies``: texts returned in turn (then ``"ok"``); ``calls``: the options of each
-    ``generate`` call.
-    """
+
+def node_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
+    return [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+
+
+class EchoModel:
+    """A scripted rag-position model (Generator and Scorer): ``replies`` in turn (then
+    ``"ok"``); records each prompt and the options of each call in ``prompts``/``calls``."""
 
     name = "echo-model"
     max_context = 1234
@@ -101,19 +99,10 @@ class EchoModel:
         seed: int | None = None,
         stop: Sequence[str] | None = None,
     ) -> list[str]:
-        out = []
-        for prompt in prompts:
-            self.prompts.append(prompt)
-            self.calls.append(
-                {
-                    "max_new_tokens": max_new_tokens,
-                    "temperature": temperature,
-                    "seed": seed,
-                    "stop": stop,
-                }
-            )
-            out.append(self.replies.pop(0) if self.replies else "ok")
-        return out
+        options = {"max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+        self.prompts += prompts
+        self.calls += [{**options, "stop": stop} for _ in prompts]
+        return [self.replies.pop(0) if self.replies else "ok" for _ in prompts]
 
     def score_spans(self, prompts: Sequence[str], spans: Sequence[tuple[int, int]]) -> list[Any]:
         return [SpanScore(mean=-float(len(p)), sum=-float(len(p)), n_tokens=1) for p in prompts]
@@ -133,10 +122,6 @@ class WordEmbedder:
         self.vocabulary = [w.lower() for w in vocabulary]
 
     def embed(self, texts: Sequence[str]) -> Any:
-        import re
-
-        import numpy as np
-
         rows = np.zeros((len(texts), len(self.vocabulary) + 1), dtype=np.float32)
         for i, text in enumerate(texts):
             words = re.findall(r"\w+", text.lower())

@@ -1,11 +1,9 @@
 """Property tests (hypothesis) for every LangChain reorderer: the conformance kit's adapter.
 
-The contract (integrations/langchain/README.md "The metadata key") is
-:mod:`rag_position.testing.conformance`'s, on Documents: each input once as a shallow copy
-(``model_copy``: text, id and type kept) with a NEW metadata dict holding the record; with
-``metadata_key=None`` the caller's very Documents. Also ``EdgeReorderTransformer`` and
-``PositionAwareRetriever`` (which keeps the first ``k``).
-"""
+The contract (integrations/langchain/README.md "The metadata key") on Documents: each input
+once as a shallow copy (text, id and type kept) with a NEW metadata dict holding the record;
+with ``metadata_key=None`` the caller's very Documents. ``PositionAwareRetriever`` keeps the
+first ``k``."""
 
 from __future__ import annotations
 
@@ -16,22 +14,12 @@ from typing import Any, ClassVar
 import langchain_rag_position
 from hypothesis import strategies as st
 from langchain_core.documents import BaseDocumentCompressor, BaseDocumentTransformer, Document
-from langchain_core.retrievers import BaseRetriever
 from langchain_rag_position import EdgeReorder, EdgeReorderTransformer, PositionAwareRetriever
 from langchain_rag_position.retrievers import COMPONENTS
+from lc_testkit import ListRetriever
 
 from rag_position.testing.conformance import ComponentConformance, containers
 from rag_position.testing.strategies import metadata_dicts, texts, with_repeats
-
-
-class ListRetriever(BaseRetriever):
-    """Returns its documents, the very list, as a vector store might."""
-
-    docs: Any
-
-    def _get_relevant_documents(self, query: str, *, run_manager: object) -> list[Document]:
-        out: list[Document] = self.docs
-        return out
 
 
 class TestLangChainReorderers(ComponentConformance):
@@ -85,11 +73,9 @@ class TestLangChainReorderers(ComponentConformance):
         )
 
         def call(question: str, use_async: bool) -> Any:
-            return (
-                asyncio.run(retriever.ainvoke(question))
-                if use_async
-                else retriever.invoke(question)
-            )
+            if use_async:
+                return asyncio.run(retriever.ainvoke(question))
+            return retriever.invoke(question)
 
         return call, items if k is None else items[:k]
 

@@ -85,26 +85,15 @@ def test_spec_strings_load_lazily_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == []  # nothing loaded at construction
     first = comp.core_scorer
     assert comp.core_scorer is first and calls == [("hf:/models/x", {"dtype": "float32"})]
-
+    chat = ChatRagPosition(model="embedded")  # as a scorer: shares its model
+    comp = ConvexScoreReorder(scorer=chat)
+    assert len(calls) == 1
+    assert comp.core_scorer is chat.core_model and [c[0] for c in calls[1:]] == ["embedded"]
+    with pytest.raises(TypeError, match="cannot score"):
+        ConvexScoreReorder(scorer=ChatRagPosition(model=RecordingGenerator()))
     monkeypatch.setattr("rag_position.models.load_model", lambda spec, **kw: RecordingGenerator())
     with pytest.raises(TypeError, match="cannot score spans"):
         ConvexScoreReorder(scorer="embedded").core_scorer  # noqa: B018
-
-
-def test_chat_rag_position_as_scorer_shares_its_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    loads: list[str] = []
-
-    def fake_load(spec: str, **kwargs: Any) -> GoldScorer:
-        loads.append(spec)
-        return GoldScorer("x")
-
-    monkeypatch.setattr("rag_position.models.load_model", fake_load)
-    chat = ChatRagPosition(model="embedded")
-    comp = ConvexScoreReorder(scorer=chat)
-    assert loads == []
-    assert comp.core_scorer is chat.core_model and loads == ["embedded"]
-    with pytest.raises(TypeError, match="cannot score"):
-        ConvexScoreReorder(scorer=ChatRagPosition(model=RecordingGenerator()))
 
 
 # ---------------------------------------------------------------------- generator
@@ -129,7 +118,7 @@ def test_generator_resolution() -> None:
         MedoidVoting(llm=fake, embeddings=42)
 
 
-def test_langchain_generator_sets_fields_on_a_copy() -> None:
+def test_langchain_generator_sets_fields_on_a_copy_and_stops() -> None:
     model = FieldsChatModel(responses=["Paris. Then more", "Rome"])
     gen = LangChainGenerator(model, max_concurrency=1)
     out = gen.generate(["q1", "q2"], max_new_tokens=5, temperature=0.0, seed=3, stop=["."])
@@ -139,11 +128,8 @@ def test_langchain_generator_sets_fields_on_a_copy() -> None:
     assert gen.generate([]) == []
     with pytest.raises(ValueError, match="max_new_tokens"):
         gen.generate(["q"], max_new_tokens=0)
-
-
-def test_langchain_generator_over_a_string_llm() -> None:
-    gen = LangChainGenerator(FakeListLLM(responses=["one\nDocument", "two"]))
-    assert gen.generate(["a", "b"], stop=["\nDocument"]) == ["one", "two"]
+    llm = LangChainGenerator(FakeListLLM(responses=["one\nDocument", "two"]))  # a string LLM
+    assert llm.generate(["a", "b"], stop=["\nDocument"]) == ["one", "two"]
 
 
 # ---------------------------------------------------------------------- embedder
@@ -155,7 +141,7 @@ class RawEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
-def test_langchain_embedder_normalises() -> None:
+def test_embedders_both_ways() -> None:
     rows = LangChainEmbedder(RawEmbeddings()).embed(["a", "b"])
     assert rows.dtype == np.float32
     np.testing.assert_allclose(rows, [[0.6, 0.8], [0.6, 0.8]], rtol=1e-6)
@@ -163,9 +149,6 @@ def test_langchain_embedder_normalises() -> None:
         LangChainEmbedder(RawEmbeddings()).embed(["a", ""])
     fake = LangChainEmbedder(DeterministicFakeEmbedding(size=16)).embed(["x", "y"])
     np.testing.assert_allclose(np.linalg.norm(fake, axis=1), 1.0, rtol=1e-5)
-
-
-def test_embeddings_wrapper_errors() -> None:
     with pytest.raises(TypeError, match="wraps a rag-position embedder"):
         RagPositionEmbeddings(embedder=DeterministicFakeEmbedding(size=4))
     assert RagPositionEmbeddings().embed_documents([]) == []  # nothing loaded for nothing

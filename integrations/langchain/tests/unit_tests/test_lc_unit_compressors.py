@@ -1,42 +1,41 @@
-"""What LangChain alone has of the ordering components (the compressors' behaviour is
-tested for both frameworks in ``tests/test_components_orderings.py``):
-``EdgeReorderTransformer`` and its parity with ``LongContextReorder``, ``ProfileReorder``
-in the given order, and ``PositionAwareRetriever`` with named and given strategies and
-``k``."""
+"""What LangChain alone has of the ordering components (their shared behaviour is tested
+for both frameworks in ``tests/test_components_*.py``): ``EdgeReorderTransformer`` and its
+parity with ``LongContextReorder``, ``ProfileReorder`` in the given order, ``SelectAndPlace``
+in a ``ContextualCompressionRetriever``, a profile file in the ``profile`` field, and
+``PositionAwareRetriever`` (named and given strategies, ``k``, a tuned file, a bad query)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_community.document_transformers import LongContextReorder
 from langchain_rag_position import (
     METADATA_KEY,
     EdgeReorder,
     EdgeReorderTransformer,
+    PassageLikelihoodReorder,
     PositionAwareRetriever,
+    PositionProfile,
     ProfileReorder,
+    SelectAndPlace,
 )
-from lc_testkit import FACTS, QUESTION, GoldScorer, make_docs
+from lc_testkit import FACTS, QUESTION, GoldScorer, ListRetriever, make_docs
 
-from rag_position._integration import RECORD_KEYS
+from rag_position.testing.scripted import OnePassageScorer
+from rag_position.testing.tuned import example_file
 
 GOLD = FACTS[1][1]  # Paris
+# The question's likelihood after each document alone: Paris best, Madrid next.
+VALUES = {text: v for (_, text), v in zip(FACTS, [-2.0, -0.5, -3.0, -1.0, -2.5], strict=True)}
 
 
-def litm_reordering(documents: list[Document]) -> list[Document]:
-    """LongContextReorder's documented rule (langchain-community ``_litm_reordering``)."""
-    documents = list(documents)
-    documents.reverse()
-    reordered: list[Document] = []
-    for i, value in enumerate(documents):
-        if i % 2 == 1:
-            reordered.append(value)
-        else:
-            reordered.insert(0, value)
-    return reordered
+def scorer() -> OnePassageScorer:
+    return OnePassageScorer(QUESTION, VALUES)
 
 
 def test_profile_reorder_without_scores_keeps_to_the_given_order() -> None:
@@ -48,38 +47,51 @@ def test_profile_reorder_without_scores_keeps_to_the_given_order() -> None:
     assert all(d.metadata[METADATA_KEY]["score"] is None for d in out)
 
 
+def test_a_profile_file_becomes_the_profile_field(tmp_path: Path) -> None:
+    path = tmp_path / "profile.json"
+    PositionProfile((0.1, 0.9, 0.2)).save(path)
+    reorder = PassageLikelihoodReorder(scorer=scorer(), placement="profile", profile=path)
+    assert isinstance(reorder.profile, PositionProfile)
+    assert reorder.profile.values == (0.1, 0.9, 0.2)
+
+
+def test_select_and_place_is_the_base_compressor_of_a_contextual_compression_retriever() -> None:
+    docs = make_docs(5)
+    before = copy.deepcopy(docs)
+    compressor = SelectAndPlace(scorer=scorer())
+    retriever = ContextualCompressionRetriever(
+        base_compressor=compressor, base_retriever=ListRetriever(docs=docs)
+    )
+    out = retriever.invoke(QUESTION)
+    direct = compressor.compress_documents(docs, QUESTION)
+    assert [(d.id, d.page_content, d.metadata) for d in out] == [
+        (d.id, d.page_content, d.metadata) for d in direct
+    ]
+    # posteriors .49 .30 .11 .07 .04: mass 0.9 keeps four, the likeliest last
+    assert [d.id for d in out] == ["id-4", "id-0", "id-3", "id-1"] and out[-1].page_content == GOLD
+    asyn = asyncio.run(retriever.ainvoke(QUESTION))
+    assert [(d.id, d.metadata) for d in asyn] == [(d.id, d.metadata) for d in out]
+    one = ContextualCompressionRetriever(
+        base_compressor=SelectAndPlace(scorer=scorer(), top_n=1),
+        base_retriever=ListRetriever(docs=docs),
+    ).invoke(QUESTION)
+    assert [d.page_content for d in one] == [GOLD]
+    assert docs == before
+
+
 # ---------------------------------------------------------------------- the transformer
-@pytest.mark.parametrize("n", range(0, 10))
-def test_edge_transformer_equals_long_context_reorder(n: int) -> None:
-    docs = make_docs(n)
-    plain = EdgeReorderTransformer(metadata_key=None).transform_documents(docs)
-    expected = litm_reordering(docs)
-    assert [id(d) for d in plain] == [id(d) for d in expected]  # the same objects, same order
-    annotated = EdgeReorderTransformer().transform_documents(docs)
-    assert [d.id for d in annotated] == [d.id for d in expected]
-    by_id = {d.id: d for d in docs}
-    for rank, d in enumerate(annotated):  # shallow copies, a new metadata dict
-        src = by_id[d.id]
-        assert d is not src and d.metadata is not src.metadata
-        assert d.page_content == src.page_content
-        assert d.metadata["tags"] is src.metadata["tags"]
-        assert {k: v for k, v in d.metadata.items() if k != METADATA_KEY} == src.metadata
-        record = d.metadata[METADATA_KEY]
-        assert set(record) == set(RECORD_KEYS) and record["strategy"] == "edge"
-        assert record["rank"] == rank and docs[record["original_rank"]] is src
-
-
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 7, 10, 13])
+@pytest.mark.parametrize("n", [*range(11), 13])
 def test_edge_transformer_equals_the_installed_long_context_reorder(n: int) -> None:
     """Parity with the class users replace (langchain-community, in the [test] extra)."""
-    from langchain_community.document_transformers import LongContextReorder
-
     docs = make_docs(n)
     expected = LongContextReorder().transform_documents(list(docs))
     plain = EdgeReorderTransformer(metadata_key=None).transform_documents(docs)
-    assert [id(d) for d in plain] == [id(d) for d in expected]
+    assert [id(d) for d in plain] == [id(d) for d in expected]  # the same objects, same order
     by_compressor = EdgeReorder(mode="langchain").compress_documents(docs, "q")
     assert [d.id for d in by_compressor] == [d.id for d in expected]
+    # the copies and their records: test_lc_reorder_properties.py (EdgeReorderTransformer)
+    annotated = EdgeReorderTransformer().transform_documents(docs)
+    assert [d.id for d in annotated] == [d.id for d in expected]
 
 
 def test_edge_transformer_async_input_and_scores() -> None:
@@ -98,20 +110,12 @@ def test_edge_transformer_async_input_and_scores() -> None:
 
 
 # ---------------------------------------------------------------------- retriever
-class ListRetriever(BaseRetriever):
-    """Returns its documents, in order (a stand-in for a vector store)."""
-
-    docs: list[Document]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: object) -> list[Document]:
-        return list(self.docs)
-
-
 def test_position_aware_retriever_named_and_given_strategies() -> None:
     docs = make_docs(5)
     base = ListRetriever(docs=docs)
     edge = PositionAwareRetriever(retriever=base)
-    assert [d.id for d in edge.invoke("q")] == [d.id for d in litm_reordering(docs)]
+    expected = LongContextReorder().transform_documents(list(docs))
+    assert [d.id for d in edge.invoke("q")] == [d.id for d in expected]
     convex = PositionAwareRetriever(
         retriever=base, strategy="convex_score", scorer=GoldScorer(GOLD), k=4
     )
@@ -124,17 +128,44 @@ def test_position_aware_retriever_named_and_given_strategies() -> None:
     assert base.docs == docs  # untouched
 
 
-def test_position_aware_retriever_errors() -> None:
-    base = ListRetriever(docs=make_docs(2))
-    with pytest.raises(ValueError, match="unknown strategy 'convex'"):
-        PositionAwareRetriever(retriever=base, strategy="convex")
-    with pytest.raises(ValueError, match="uses no model"):
-        PositionAwareRetriever(retriever=base, strategy="edge", scorer=GoldScorer(GOLD))
-    with pytest.raises(ValueError, match="configure"):
-        PositionAwareRetriever(retriever=base, strategy=EdgeReorder(), scorer=GoldScorer(GOLD))
-    with pytest.raises(TypeError, match="strategy"):
-        PositionAwareRetriever(retriever=base, strategy=42)
-    with pytest.raises(ValueError, match="scorer"):
-        PositionAwareRetriever(retriever=base, strategy="convex_score")
+def test_a_tuned_retriever_keeps_the_first_k(tmp_path: Path) -> None:
+    aware = PositionAwareRetriever(
+        retriever=ListRetriever(docs=make_docs(4)), tuned=example_file(tmp_path, "retriever"), k=3
+    )
+    out = aware.invoke(QUESTION)
+    assert [d.id for d in out] == ["id-0", "id-1", "id-2"]
+    assert [d.metadata[METADATA_KEY] for d in out] == [
+        {"strategy": "retriever", "score": None, "rank": i, "original_rank": i} for i in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"strategy": "convex"}, ValueError, "unknown strategy 'convex'"),
+        ({"strategy": "edge", "scorer": GoldScorer(GOLD)}, ValueError, "uses no model"),
+        ({"strategy": EdgeReorder(), "scorer": GoldScorer(GOLD)}, ValueError, "configure"),
+        ({"strategy": 42}, TypeError, "strategy"),
+        ({"strategy": "convex_score"}, ValueError, "scorer"),
+    ],
+)
+def test_position_aware_retriever_errors(options: dict[str, Any], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        PositionAwareRetriever(retriever=ListRetriever(docs=make_docs(2)), **options)
+
+
+@pytest.mark.parametrize("strategy", ["edge", "profile"])
+@pytest.mark.parametrize("query", [None, 42])
+def test_retriever_refuses_a_bad_query_or_k(strategy: str, query: Any) -> None:
+    """A query that is not a string is a TypeError naming the retriever, whatever the
+    strategy (the compressors' refusal: ``tests/test_components_bad_input.py``)."""
+    options = {"profile": [0.1, 0.2, 0.3]} if strategy == "profile" else {}
+    retriever = PositionAwareRetriever(
+        retriever=ListRetriever(docs=make_docs(3)), strategy=strategy, strategy_options=options
+    )
+    with pytest.raises(TypeError, match="PositionAwareRetriever: the query must be a str"):
+        retriever.invoke(query)
+    with pytest.raises(TypeError, match="PositionAwareRetriever: the query must be a str"):
+        asyncio.run(retriever.ainvoke(query))
     with pytest.raises(ValueError, match="k"):
-        PositionAwareRetriever(retriever=base).invoke("q", k=0)
+        retriever.invoke("q", k=0)

@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -27,10 +26,6 @@ from rag_position.prompts import render_qa
 from rag_position.strategies import StrategyError, sandwich_prompt
 
 
-def retriever_of(docs: list[Document]) -> RunnableLambda[str, list[Document]]:
-    return RunnableLambda(lambda _q: list(docs))
-
-
 # ---------------------------------------------------------------------- sandwich
 def test_query_sandwich_in_a_chain() -> None:
     docs = make_docs(3)
@@ -38,7 +33,7 @@ def test_query_sandwich_in_a_chain() -> None:
     llm = FakeListChatModel(responses=["Paris"])
     spy = RunnableLambda(lambda p: seen.append(p) or p)
     chain = (
-        {"documents": retriever_of(docs), "question": RunnablePassthrough()}
+        {"documents": RunnableLambda(lambda _q: list(docs)), "question": RunnablePassthrough()}
         | QuerySandwich()
         | spy
         | llm
@@ -132,7 +127,7 @@ def test_fact_rewriter_with_embeddings_retrieve() -> None:
 
 
 # ---------------------------------------------------------------------- medoid
-def test_medoid_voting_picks_the_central_answer() -> None:
+def test_medoid_voting_picks_the_central_answer_and_forwards_settings() -> None:
     docs = make_docs(3)
     llm = FakeListChatModel(responses=["Paris", "Paris", "Lyon", "I don't know"])
     emb = DeterministicFakeEmbedding(size=64)  # equal texts, equal vectors
@@ -144,9 +139,6 @@ def test_medoid_voting_picks_the_central_answer() -> None:
     assert out["orders"][0] == [0, 1, 2] and len({tuple(o) for o in out["orders"]}) == 4
     with pytest.raises(TypeError, match="list"):
         MedoidVoting(llm=llm, embeddings=emb).invoke({"question": QUESTION, "context": "x"})
-
-
-def test_runnables_forward_generation_settings() -> None:
     gen = RecordingGenerator("- Paris is the capital of France.")
     MedoidVoting(llm=gen, embeddings=DeterministicFakeEmbedding(size=8), n_orders=2, seed=5,
                  temperature=0.3, max_new_tokens=7).invoke(

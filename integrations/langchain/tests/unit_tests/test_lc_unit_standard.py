@@ -1,30 +1,16 @@
-"""LangChain's standard test suites (langchain-tests) on our components, offline.
-
-The chat model and embeddings unit suites construct the classes without loading a
-model (spec strings load on first use). The retriever suite runs the edge strategy
-over an in-memory list retriever; the real-model variants are in integration_tests.
-"""
+"""LangChain's standard test suites (langchain-tests) on our components, offline: spec
+strings load on first use, so no model loads; the real-model variants are in
+integration_tests."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 import pytest
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from langchain_rag_position import ChatRagPosition, PositionAwareRetriever, RagPositionEmbeddings
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests, EmbeddingsUnitTests
-from lc_testkit import make_docs
-
-
-class ListRetriever(BaseRetriever):
-    """Returns its documents in order (a stand-in for a vector store)."""
-
-    docs: list[Document]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
-        return list(self.docs)
+from lc_testkit import QUESTION, ListRetriever, make_docs
 
 
 class TestChatRagPositionUnit(ChatModelUnitTests):
@@ -60,4 +46,4 @@ class TestPositionAwareRetrieverEdge(RetrieversIntegrationTests):
 
     @property
     def retriever_query_example(self) -> str:
-        return "What is the capital of France?"
+        return QUESTION

@@ -6,7 +6,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from li_testkit import EchoModel, GenerateOnly, GoldFirstScorer, WordEmbedder
+from li_testkit import (
+    EchoModel,
+    GenerateOnly,
+    GoldAtEdgesScorer,
+    ListRetriever,
+    WordEmbedder,
+    make_nodes,
+)
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.bridge.pydantic import Field
@@ -70,7 +77,7 @@ class RawEmbedding(BaseEmbedding):
 
 
 # ---------------------------------------------------------------------------- scorer=
-def test_mock_llm_cannot_score_and_says_so_at_construction() -> None:
+def test_what_cannot_score_says_so_at_construction() -> None:
     for cls, extra in (
         (LikelihoodReorder, {}),
         (ConvexScoreReorder, {}),
@@ -78,9 +85,6 @@ def test_mock_llm_cannot_score_and_says_so_at_construction() -> None:
     ):
         with pytest.raises(TypeError, match=r"MockLLM object .* cannot score .*OpenAILike"):
             cls(scorer=MockLLM(), **extra)
-
-
-def test_other_objects_cannot_score() -> None:
     with pytest.raises(TypeError, match="object object"):
         resolve_scorer(object())
     with pytest.raises(TypeError, match="cannot score"):
@@ -103,12 +107,14 @@ def test_spec_strings_load_on_first_use_only() -> None:
 
 
 def test_scorer_objects_are_used_as_they_are() -> None:
-    scorer = GoldFirstScorer(["a"], "a")
+    scorer = GoldAtEdgesScorer(["a"], "a")
     assert resolve_scorer(scorer).get() is scorer
     model = EchoModel()
     assert resolve_scorer(RagPositionLLM(model)).get() is model  # unwrapped: one model, two roles
     with pytest.raises(ValueError, match="scorer_kwargs"):
         resolve_scorer(_openai_like(), {"model": "other"})
+    assert isinstance(EchoModel(), Scorer) and isinstance(EchoModel(), Generator)
+    assert not isinstance(MockLLM(), (Scorer, Generator, Embedder))
 
 
 def _openai_like(**kwargs: Any) -> Any:
@@ -140,19 +146,11 @@ def test_resolve_generator_accepts_llms_specs_and_generators() -> None:
     wrapped = resolve_generator(MockLLM()).get()
     assert isinstance(wrapped, LlamaIndexGenerator) and isinstance(wrapped, Generator)
     with pytest.raises(TypeError, match="cannot generate"):
-        resolve_generator(GoldFirstScorer(["a"], "a"))
+        resolve_generator(GoldAtEdgesScorer(["a"], "a"))
     with pytest.raises(TypeError, match="cannot generate"):
-        QuerySandwichQueryEngine(retriever=_retriever(), llm=object())
+        QuerySandwichQueryEngine(retriever=ListRetriever(make_nodes()), llm=object())
     with pytest.raises(ValueError, match="llm_kwargs"):
         resolve_generator(MockLLM(), {"dtype": "float32"})
-
-
-def _retriever() -> Any:
-    from llama_index.core import VectorStoreIndex
-    from llama_index.core.schema import TextNode
-
-    index = VectorStoreIndex([TextNode(text="x")], embed_model=MockEmbedding(embed_dim=4))
-    return index.as_retriever()
 
 
 def test_llamaindex_generator_passes_options_and_applies_stop() -> None:
@@ -178,9 +176,6 @@ def test_llamaindex_generator_passes_options_and_applies_stop() -> None:
         gen.generate("p")
     with pytest.raises(TypeError, match="wraps a LlamaIndex LLM"):
         LlamaIndexGenerator(EchoModel())  # type: ignore[arg-type]
-
-
-def test_mock_llm_through_the_generator_adapter_echoes() -> None:
     assert LlamaIndexGenerator(MockLLM()).generate(["Say hi"], max_new_tokens=4) == ["Say hi"]
     assert LlamaIndexGenerator(MockLLM(max_tokens=3)).generate(["x"]) == ["text text text"]
 
@@ -208,7 +203,9 @@ def test_resolve_embedder_unwraps_and_refuses() -> None:
     with pytest.raises(ModelSpecError):
         resolve_embedder("  ")
     with pytest.raises(TypeError, match="cannot embed"):
-        MedoidVotingQueryEngine(retriever=_retriever(), llm=MockLLM(), embed_model=object())
+        MedoidVotingQueryEngine(
+            retriever=ListRetriever(make_nodes()), llm=MockLLM(), embed_model=object()
+        )
 
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
@@ -233,7 +230,7 @@ def test_rag_position_llm_honours_generation_options() -> None:
 
 def test_rag_position_llm_refuses_what_cannot_generate() -> None:
     with pytest.raises(TypeError, match="wraps a rag-position Generator"):
-        RagPositionLLM(GoldFirstScorer(["a"], "a"))
+        RagPositionLLM(GoldAtEdgesScorer(["a"], "a"))
     with pytest.raises(TypeError, match="wraps a rag-position Generator"):
         RagPositionLLM(MockLLM())
     with pytest.raises(ValueError, match="load_kwargs"):
@@ -251,8 +248,3 @@ def test_rag_position_embedding_wraps_an_embedder() -> None:
     assert embed_model.get_text_embedding_batch(["Paris", "Hamlet"])[1] == q
     with pytest.raises(TypeError, match="wraps a rag-position Embedder"):
         RagPositionEmbedding(MockEmbedding(embed_dim=3))
-
-
-def test_protocol_checks() -> None:
-    assert isinstance(EchoModel(), Scorer) and isinstance(EchoModel(), Generator)
-    assert not isinstance(MockLLM(), (Scorer, Generator, Embedder))

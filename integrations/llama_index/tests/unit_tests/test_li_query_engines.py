@@ -8,11 +8,19 @@ import math
 from typing import Any
 
 import pytest
-from li_testkit import DOCS, EchoModel, GoldAtEdgesScorer, WordEmbedder, make_nodes
-from llama_index.core.base.base_retriever import BaseRetriever
+from li_testkit import (
+    DOCS,
+    EchoModel,
+    GoldAtEdgesScorer,
+    ListRetriever,
+    WordEmbedder,
+    make_nodes,
+    node_ids,
+    node_texts,
+)
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import MockLLM
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode
 from llama_index.postprocessor.rag_position import (
     METADATA_KEY,
     ConvexScoreReorder,
@@ -30,30 +38,9 @@ from rag_position.strategies import MedoidTrace, ReciteTrace, StrategyError, san
 QUESTION = "Who wrote Hamlet?"
 
 
-class ListRetriever(BaseRetriever):
-    """Returns the same nodes for every query and records the queries."""
-
-    def __init__(self, nodes: list[NodeWithScore]) -> None:
-        self.nodes = nodes
-        self.queries: list[str] = []
-        super().__init__()
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        self.queries.append(query_bundle.query_str)
-        return list(self.nodes)
-
-
 class FailingModel(EchoModel):
     def generate(self, prompts: Any, **options: Any) -> list[str]:
         raise RuntimeError("server down")
-
-
-def _ids(nodes: list[NodeWithScore]) -> list[str]:
-    return [n.node.node_id for n in nodes]
-
-
-def _texts(nodes: list[NodeWithScore]) -> list[str]:
-    return [n.node.get_content(MetadataMode.NONE) for n in nodes]
 
 
 # ---------------------------------------------------------------------------- sandwich
@@ -88,9 +75,9 @@ def test_sandwich_after_postprocessors_reads_their_order() -> None:
     )
     response = engine.query(QUESTION)
     assert response.response == "Shakespeare"
-    assert _ids(response.source_nodes) == ["node-3", "node-1", "node-0", "node-2"]
+    assert node_ids(response.source_nodes) == ["node-3", "node-1", "node-0", "node-2"]
     prompt = model.prompts[0]
-    positions = [prompt.index(t) for t in _texts(response.source_nodes)]
+    positions = [prompt.index(t) for t in node_texts(response.source_nodes)]
     assert positions == sorted(positions)  # the prompt reads the nodes in the new order
     assert not prompt.rstrip().endswith("Answer:")  # chat variant
     assert METADATA_KEY not in prompt
@@ -166,11 +153,11 @@ def test_medoid_voting_returns_the_central_answer() -> None:
     assert isinstance(info["trace"], MedoidTrace) and info["trace"].absent == [1]
     assert info["orders"][0] == [0, 1, 2] and len({tuple(o) for o in info["orders"]}) == 3
     assert info["similarities"][1] is None
-    assert [n.node.node_id for n in response.source_nodes] == _ids(nodes)
+    assert [n.node.node_id for n in response.source_nodes] == node_ids(nodes)
 
 
 # ---------------------------------------------------------------------------- shared behaviour
-def test_engines_refuse_empty_retrieval_and_empty_queries() -> None:
+def test_engines_refuse_empty_retrieval_empty_queries_and_a_non_index() -> None:
     engine = QuerySandwichQueryEngine(retriever=ListRetriever([]), llm=MockLLM())
     with pytest.raises(ValueError, match="returned no nodes"):
         engine.query(QUESTION)
@@ -178,6 +165,8 @@ def test_engines_refuse_empty_retrieval_and_empty_queries() -> None:
         engine.query("  ")
     with pytest.raises(ValueError):
         MedoidVotingQueryEngine(retriever=ListRetriever([]), llm=MockLLM())  # no embed_model
+    with pytest.raises(TypeError, match="needs a LlamaIndex index"):
+        QuerySandwichQueryEngine.from_index(object(), llm=MockLLM())
 
 
 def test_strategy_errors_propagate_with_their_trace() -> None:
@@ -213,16 +202,11 @@ def test_async_queries_match_sync() -> None:
         expected = sync_engine.query(QUESTION)
         got = asyncio.run(async_engine.aquery(QUESTION))
         assert got.response == expected.response
-        assert _ids(got.source_nodes) == _ids(expected.source_nodes)
+        assert node_ids(got.source_nodes) == node_ids(expected.source_nodes)
         a, b = got.metadata[METADATA_KEY], expected.metadata[METADATA_KEY]
         assert {k: v for k, v in a.items() if k != "cost"} == {
             k: v for k, v in b.items() if k != "cost"
         }
-
-
-def test_from_index_builds_a_retriever() -> None:
-    with pytest.raises(TypeError, match="needs a LlamaIndex index"):
-        QuerySandwichQueryEngine.from_index(object(), llm=MockLLM())
 
 
 # ---------------------------------------------------------------------------- retriever
@@ -231,15 +215,15 @@ def test_position_aware_retriever_reorders_the_wrapped_results() -> None:
     inner = ListRetriever(nodes)
     by_name = PositionAwareRetriever(inner, "edge", mode="llamaindex")
     direct = EdgeReorder(mode="llamaindex").postprocess_nodes(nodes)
-    assert _ids(by_name.retrieve(QUESTION)) == _ids(direct)
-    texts = _texts(nodes)
+    assert node_ids(by_name.retrieve(QUESTION)) == node_ids(direct)
+    texts = node_texts(nodes)
     convex = PositionAwareRetriever(
         inner, ConvexScoreReorder(scorer=GoldAtEdgesScorer(texts, texts[2]))
     )
     out = convex.retrieve(QUESTION)
     assert out[0].node.node_id == "node-2"
     assert out[0].node.metadata[METADATA_KEY]["gold"] is True
-    assert _ids(asyncio.run(convex.aretrieve(QUESTION))) == _ids(out)
+    assert node_ids(asyncio.run(convex.aretrieve(QUESTION))) == node_ids(out)
     assert inner.queries[-1] == QUESTION
     assert [n.score for n in nodes] == [0.1, 0.2, 0.3, 0.4]
 
@@ -261,7 +245,7 @@ def test_position_aware_retriever_refuses_a_nan_node_score(
         asyncio.run(retriever.aretrieve(QUESTION))
     assert math.isnan(nodes[1].score or 0.0) and [n.score for n in nodes][::2] == [0.4, 0.2]
     unread = PositionAwareRetriever(ListRetriever(nodes), "edge", use_scores=False)
-    assert _ids(unread.retrieve(QUESTION)) == ["node-0", "node-2", "node-1"]
+    assert node_ids(unread.retrieve(QUESTION)) == ["node-0", "node-2", "node-1"]
 
 
 def test_position_aware_retriever_refuses_bad_configuration() -> None:

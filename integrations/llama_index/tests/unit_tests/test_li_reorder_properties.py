@@ -1,15 +1,10 @@
 """Property tests (hypothesis) for every LlamaIndex reorderer: the conformance kit's adapter.
 
-The contract (integrations/llama_index/README.md "The metadata key") is
-:mod:`rag_position.testing.conformance`'s, on ``NodeWithScore``: NEW wrappers around shallow
-copies of the nodes (other fields kept), the record's key added to the copy's excluded-key
-lists, ``NodeWithScore.score`` kept unless ``replace_score=True``; with ``metadata_key=None``
-the caller's own wrappers (or, with ``replace_score``, new ones around the caller's nodes).
-Inputs also hold the same node in two wrappers, and no query where none is needed.
-``NodeWithScore.score`` is drawn with NaN: where a postprocessor reads it (``ProfileReorder``
-without ``score_key`` and ``scorer``, ``EdgeReorder`` with ``mode="llamaindex"`` or
-``use_scores``), from two nodes on, the kit expects a ``ValueError`` naming the node.
-"""
+The contract (integrations/llama_index/README.md "The metadata key") on ``NodeWithScore``:
+NEW wrappers around shallow copies of the nodes, the record's key added to the copy's
+excluded-key lists, the score kept unless ``replace_score=True``; with ``metadata_key=None``
+the caller's own wrappers (with ``replace_score``, new ones around the caller's nodes).
+Inputs hold the same node in two wrappers, NaN scores, and no query where none is needed."""
 
 from __future__ import annotations
 
@@ -19,9 +14,9 @@ from typing import Any
 
 import llama_index.postprocessor.rag_position as package
 from hypothesis import strategies as st
-from llama_index.core.base.base_retriever import BaseRetriever
+from li_testkit import ListRetriever
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.postprocessor.rag_position import METADATA_KEY, PositionAwareRetriever
 from llama_index.postprocessor.rag_position.retriever import COMPONENTS
 
@@ -55,17 +50,6 @@ def plain(node: TextNode) -> dict[str, Any]:
     for name in ("metadata", *EXCLUDED):
         dump.pop(name)
     return dump
-
-
-class ListRetriever(BaseRetriever):
-    """Returns its nodes, the very list, as a vector store might."""
-
-    def __init__(self, nodes: list[NodeWithScore]) -> None:
-        self.nodes = nodes
-        super().__init__()
-
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return self.nodes
 
 
 class TestLlamaIndexReorderers(ComponentConformance):
@@ -133,11 +117,9 @@ class TestLlamaIndexReorderers(ComponentConformance):
         kept = [n for n in items if not (n.node.node_id in seen or seen.add(n.node.node_id))]
 
         def call(question: str, use_async: bool) -> Any:
-            return (
-                asyncio.run(retriever.aretrieve(question))
-                if use_async
-                else retriever.retrieve(question)
-            )
+            if use_async:
+                return asyncio.run(retriever.aretrieve(question))
+            return retriever.retrieve(question)
 
         return call, kept
 
