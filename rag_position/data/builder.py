@@ -280,11 +280,13 @@ class InstanceBuilder:
         path = self.pool_cache_path
         if path.is_file():
             try:
-                vectors = np.load(path, allow_pickle=False)
+                # mapped, not read: a header claiming more than the file holds is refused
+                # (ValueError) before any memory is taken, and the shape is checked first
+                vectors = np.load(path, mmap_mode="r", allow_pickle=False)
                 if vectors.ndim == 2 and vectors.shape[0] == len(self._pool):
-                    return np.asarray(vectors, dtype=np.float32)
+                    return np.array(vectors, dtype=np.float32)
                 logger.warning("ignoring %s: shape %s does not fit the pool", path, vectors.shape)
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, MemoryError) as exc:
                 logger.warning("ignoring unreadable cache file %s: %s", path, exc)
         texts = [embedding_text(p) for p in self._pool]
         logger.info("embedding %d pool passages with %s", len(texts), self.embedder_name)

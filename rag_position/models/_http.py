@@ -238,7 +238,9 @@ class JSONClient:
                     try:
                         data = json.loads(reply.content)
                         return parse(data)
-                    except (Malformed, json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    except (Malformed, ValueError, RecursionError) as exc:
+                        # ValueError: not JSON, not UTF-8, or an integer past Python's
+                        # limit; RecursionError: nesting past the parser's stack
                         malformed = _describe(exc, reply.content)
                         failure = BackendError(
                             f"{url} sent a malformed reply for {what} of model {self.model!r}"
@@ -311,7 +313,7 @@ def _server_message(content: bytes) -> str:
     """The message of an error body (OpenAI's ``{"error": {"message"}}``, vLLM's too)."""
     try:
         body = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         text = content.decode("utf-8", "replace").strip()
         return text[:300] or "(empty body)"
     if isinstance(body, dict):

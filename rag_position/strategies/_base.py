@@ -9,6 +9,7 @@ each came from (``result.passages[i] is passages[result.order[i]]``).
 from __future__ import annotations
 
 import math
+import numbers
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -143,6 +144,35 @@ def refuse_nan(
     for i, score in enumerate(scores):
         if score is not None and math.isnan(score):
             raise ValueError(f"{where.format(i)} is NaN: give every {item} a number; {hint}")
+
+
+def given_scores(
+    scores: Sequence[Any], n: int, *, missing: bool = False, hint: str = NAN_HINT
+) -> list[float | None]:
+    """A caller's ``scores``, checked: one per passage, each a real number (not a bool
+    nor a string; ``None`` too where ``missing``), none NaN; as floats.
+
+    Example:
+        >>> given_scores([1, 0.5], 2)
+        [1.0, 0.5]
+        >>> given_scores(["0.1", 2.0], 2)
+        Traceback (most recent call last):
+        ...
+        TypeError: `scores[0]` must be a number, got '0.1' (str)
+    """
+    if len(scores) != n:
+        raise ValueError(f"got {len(scores)} scores for {n} passages")
+    used: list[float | None] = []
+    for i, score in enumerate(scores):
+        if score is None and missing:
+            used.append(None)
+            continue
+        if isinstance(score, bool) or not isinstance(score, numbers.Real):
+            kind = type(score).__name__
+            raise TypeError(f"`scores[{i}]` must be a number, got {score!r} ({kind})")
+        used.append(float(score))
+    refuse_nan(used, "`scores[{}]`", hint=hint)
+    return used
 
 
 def check_count(value: int | None, name: str) -> None:

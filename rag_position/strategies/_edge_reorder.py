@@ -17,6 +17,7 @@ from rag_position.strategies._base import (
     OrderingResult,
     check_count,
     check_passages,
+    given_scores,
     own_score,
     refuse_nan,
     reordered,
@@ -161,8 +162,7 @@ def _haystack(
 
 def _scores(items: list[Any], scores: Sequence[float | None] | None, mode: str) -> list[float]:
     if scores is not None:
-        given = [None if s is None else float(s) for s in scores]
-        refuse_nan(given, "`scores[{}]`")
+        given = given_scores(scores, len(items), missing=True)
     elif mode == "llamaindex":
         given = [own_score(x) for x in items]
         refuse_nan(given, "the own score of passages[{}]")

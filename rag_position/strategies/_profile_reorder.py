@@ -21,6 +21,7 @@ from rag_position.strategies._base import (
     OrderingResult,
     check_passages,
     check_question,
+    given_scores,
     own_score,
     refuse_nan,
     reordered,
@@ -104,10 +105,8 @@ def profile_reorder(
         return OrderingResult(passages=items, order=list(range(n)), scores=[], cost=Cost())
     cost = Cost()
     if scores is not None:
-        if len(scores) != n:
-            raise ValueError(f"got {len(scores)} scores for {n} passages")
-        used, source = [float(s) for s in scores], "scores"
-        refuse_nan(used, "`scores[{}]`", hint="-inf to rank it last")
+        checked = given_scores(scores, n, hint="-inf to rank it last")
+        used, source = [s for s in checked if s is not None], "scores"
     elif scorer is not None and relevance == "convex_score":
         convex = convex_score(question, items, scorer, seed=seed, **convex_options)
         used, cost, source = convex.scores, convex.cost, "convex_score"

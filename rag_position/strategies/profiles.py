@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,11 @@ class PositionProfile:
     source: ProfileSource = "likelihood"
 
     def __post_init__(self) -> None:
-        values = tuple(float(v) for v in self.values)
+        given = tuple(self.values)
+        wrong = [v for v in given if isinstance(v, bool) or not isinstance(v, numbers.Real)]
+        if wrong:  # "0.2" or True would pass float() and mean something else
+            raise TypeError(f"a profile's values must be numbers, got {wrong[0]!r} in {given!r}")
+        values = tuple(float(v) for v in given)
         if not values or not all(math.isfinite(v) for v in values):
             raise ValueError(f"a profile needs at least one finite value, got {list(values)}")
         if self.source not in ("eval", "likelihood"):

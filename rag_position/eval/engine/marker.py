@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,16 @@ def read_marker(folder: PathLike) -> RunMarker | None:
 def write_marker(folder: PathLike, marker: RunMarker) -> None:
     """Write ``marker`` as the folder's ``run.json`` (replacing it whole)."""
     path = Path(folder) / RUN_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(marker.as_json(), encoding="ascii")
-    os.replace(tmp, path)
+    # a new file of a name no one chose (never a FIFO or a link left at a fixed name,
+    # which would block the run or write through to wherever it points), then renamed
+    fd, tmp = tempfile.mkstemp(prefix=f".{RUN_FILE}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as fout:
+            fout.write(marker.as_json())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def check_run_folder(
@@ -192,7 +200,7 @@ def _check_unmarked_predictions(
         for line in fin:
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # a huge integer, deep nesting
                 continue  # the store reports a broken line when it loads the file
             if not isinstance(row, dict) or not all(
                 isinstance(row.get(f), str) for f in KEY_FIELDS

@@ -128,6 +128,8 @@ def run_compare(run: TaskRun) -> EvalResult:
             "convex_score_profile): a sweep run on one share would pick its own worst position "
             "and profile; measure them first (`eval multidoc`, sharded and merged)"
         )
+    if run["strategies"] is not None:  # names and options checked before any work
+        select_strategies(list(run["strategies"]), run["strategy_options"])
     docs = run["docs"]
     ctx, dataset = run.multidoc(docs)
     sweep, rows = worst_sweep(ctx, dataset, worst, needed=GOLD_WORST in gold)

@@ -85,6 +85,8 @@ def tuned_file(text: str) -> Path:
         raise argparse.ArgumentTypeError(
             "is empty: name the tuned file to write (default <out>/tuned.json)"
         )
+    if text.endswith(("/", os.sep)):  # Path() would drop the slash: a file of that name
+        raise argparse.ArgumentTypeError(f"{text} names a folder: name the tuned file to write")
     return Path(text)
 
 
