@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,20 @@ def test_mypy_strict(target: str) -> None:
     """The core and both integrations type-check under mypy --strict (mypy pinned in [dev])."""
     cwd, args = MYPY_TARGETS[target]
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", *args], cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-m", "mypy", *args, "--cache-dir", str(_mypy_cache(target))],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _mypy_cache(target: str) -> Path:
+    """mypy's incremental cache, kept outside the checkout (``$MYPY_CACHE_DIR``, else the
+    user's cache folder): a fresh clone, as CI runs, then rechecks only what changed
+    (measured on this 2-core CPU: the core 107 s cold, 6 s from a clone at another path).
+    mypy compares each module's source hash, so a cache never hides a change."""
+    if os.environ.get("MYPY_CACHE_DIR"):
+        return Path(os.environ["MYPY_CACHE_DIR"]) / target
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "rag-position-dev" / "mypy" / target
