@@ -1,12 +1,8 @@
-"""Many pipeline calls at once: each gets its own passages, order, scores and cost.
+"""Many pipeline calls at once (``ainvoke``, ``aretrieve``, ``aquery`` in a web service).
 
-Users put the position-aware retrievers in web services, where requests overlap through
-LangChain's ``ainvoke`` and LlamaIndex's ``aretrieve``/``aquery``. This is the
-correctness half of ``benchmarks/load.py`` (which also measures throughput and memory,
-against vLLM): every call made while 17 others are in flight must return exactly what
-the same call returns alone (the double answers one request at a time, so the scores
-are bit-identical), with the cost metered inside the call its own, and the shared
-input documents and nodes unchanged.
+Every call made while 17 others are in flight returns exactly what it returns alone (the
+double answers one request at a time), its metered cost its own, the shared inputs unchanged.
+The correctness half of ``benchmarks/load.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ from llama_index.postprocessor.rag_position import PositionAwareRetriever as LIR
 from rag_position.cost import metered
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.models.transformers_backend import TransformersModel
-from rag_position.testing.openai_double import ModelServer, serve
+from rag_position.testing.openai_double import serve
 
 pytestmark = pytest.mark.slow
 
@@ -43,25 +39,21 @@ Call = Callable[[int], Awaitable[dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
-def double(embedded_fp32: TransformersModel) -> Iterator[ModelServer]:
+def spec(embedded_fp32: TransformersModel) -> Iterator[str]:
     with serve(embedded_fp32) as srv:
-        yield srv
+        yield f"openai:{srv.url}/{srv.model_name}"
 
 
 @pytest.fixture(scope="module")
 def corpus() -> tuple[list[str], list[list[tuple[str, str]]]]:
-    """The first QUERIES questions, each with its gold passage and the next two questions'
-    gold passages (title, text cut to 40 words): short, so a call scores in milliseconds."""
+    """The first QUERIES questions, each with its gold passage and the next two's (title, text
+    cut to 40 words: a call scores in milliseconds)."""
     records = load_qa(default_data_dir() / ORACLE_FILE, limit=QUERIES + 2)
     gold = [(r.passages[0].title, " ".join(r.passages[0].text.split()[:40])) for r in records]
     return [r.question for r in records[:QUERIES]], [gold[i : i + 3] for i in range(QUERIES)]
 
 
-def _spec(srv: ModelServer) -> str:
-    return f"openai:{srv.url}/{srv.model_name}"
-
-
-def _langchain(srv: ModelServer, corpus: Any) -> tuple[Call, Callable[[], str]]:
+def _langchain(spec: str, corpus: Any) -> tuple[Call, Callable[[], str]]:
     questions, passages = corpus
     shared = {
         q: [
@@ -85,7 +77,7 @@ def _langchain(srv: ModelServer, corpus: Any) -> tuple[Call, Callable[[], str]]:
     retriever = LCRetriever(
         retriever=Fixed(),
         strategy="passage_likelihood",
-        scorer=_spec(srv),
+        scorer=spec,
         strategy_options={"scorer_kwargs": {"chat_template": False}},
     )
 
@@ -105,7 +97,7 @@ def _langchain(srv: ModelServer, corpus: Any) -> tuple[Call, Callable[[], str]]:
     return call, state
 
 
-def _llama_index(srv: ModelServer, corpus: Any, query: bool) -> tuple[Call, Callable[[], str]]:
+def _llama_index(spec: str, corpus: Any, query: bool) -> tuple[Call, Callable[[], str]]:
     questions, passages = corpus
     shared = {
         q: [
@@ -121,7 +113,7 @@ def _llama_index(srv: ModelServer, corpus: Any, query: bool) -> tuple[Call, Call
             return [NodeWithScore(node=n, score=1.0 - 0.1 * j) for j, n in enumerate(nodes)]
 
     retriever = LIRetriever(
-        Fixed(), "passage_likelihood", scorer=_spec(srv), scorer_kwargs={"chat_template": False}
+        Fixed(), "passage_likelihood", scorer=spec, scorer_kwargs={"chat_template": False}
     )
     engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=4))
 
@@ -166,14 +158,12 @@ def _check_overlapping_calls(call: Call, state: Callable[[], str]) -> None:
     assert state() == before  # no shared document or node was written on
 
 
-def test_langchain_ainvoke_calls_at_once_get_their_own_results(
-    double: ModelServer, corpus: Any
-) -> None:
-    _check_overlapping_calls(*_langchain(double, corpus))
+def test_langchain_ainvoke_calls_at_once_get_their_own_results(spec: str, corpus: Any) -> None:
+    _check_overlapping_calls(*_langchain(spec, corpus))
 
 
 @pytest.mark.parametrize("query", [False, True], ids=["aretrieve", "aquery"])
 def test_llama_index_calls_at_once_get_their_own_results(
-    double: ModelServer, corpus: Any, query: bool
+    spec: str, corpus: Any, query: bool
 ) -> None:
-    _check_overlapping_calls(*_llama_index(double, corpus, query))
+    _check_overlapping_calls(*_llama_index(spec, corpus, query))

@@ -1,9 +1,5 @@
-"""Each call's own cost: a strategy's cost is right when threads share one model.
-
-Before :func:`rag_position.cost.metered`, costs were the change of the model's
-running ``usage`` total around a call, which counts every other thread's calls
-on the same model too.
-"""
+"""Each call's own cost is right when threads share one model: before
+:func:`rag_position.cost.metered`, a cost was the change of the model's running total."""
 
 from __future__ import annotations
 
@@ -57,10 +53,7 @@ def test_overlapping_calls_on_a_shared_model_are_not_charged_to_each_other() -> 
     assert ra.cost.lm_calls == 4 and ra.cost.prompt_tokens == 40
     assert rb.cost.lm_calls == 3 and rb.cost.prompt_tokens == 30
     assert model.usage.lm_calls == 7  # the running total still counts both
-
-
-def test_answering_strategies_are_metered_per_call_too() -> None:
-    model = SlowMetered()
+    model = SlowMetered()  # the answering strategies too
     with ThreadPoolExecutor(2) as pool:
         runs = [pool.submit(fact, QUESTION, DOCS, model, max_iterations=1) for _ in range(2)]
         results = [r.result() for r in runs]

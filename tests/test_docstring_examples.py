@@ -1,9 +1,7 @@
 """The ``>>>`` examples in the public docstrings run and print what they show.
 
-Only modules whose examples need no model, embedder or data file are collected here;
-examples that do (``load_model("embedded")``, the packaged data folder) are written as
-``Example::`` literal blocks, which doctest does not run. A few older ``>>>`` examples
-in these modules are illustrations on a model (``ILLUSTRATIVE``) and are skipped.
+Only modules whose examples need no model, embedder or data file (those that do are
+``Example::`` blocks, not run); ``ILLUSTRATIVE`` ``>>>`` examples on a model are skipped.
 """
 
 from __future__ import annotations
@@ -15,37 +13,22 @@ import io
 import pytest
 
 MODULES = [
-    "rag_position._jsonfile",
-    "rag_position.strategies._align",
-    "rag_position.strategies._base",
-    "rag_position.strategies._convex_score",
-    "rag_position.strategies._edge_reorder",
-    "rag_position.strategies._profile_reorder",
-    "rag_position.strategies.registry",
-    "rag_position.strategies._sandwich",
-    "rag_position.models.protocols",
-    "rag_position.cost",
-    "rag_position.models.devices",
-    "rag_position.models.prefix_cache",
-    "rag_position.eval.cli",
-    "rag_position.eval.engine.common",
-    "rag_position.eval.tasks.kv",
-    "rag_position.eval.engine.marker",
-    "rag_position.eval.tasks.reference",
-    "rag_position.eval.engine.report",
-    "rag_position.eval.engine.runner",
-    "rag_position.eval.engine.stats",
-    "rag_position.eval.rows.catalog",
-    "rag_position.data.builder",
-    "rag_position.data.loaders",
-    "rag_position.data.metrics",
-]
+    "rag_position._jsonfile", "rag_position.strategies._align", "rag_position.strategies._base",
+    "rag_position.strategies._convex_score", "rag_position.strategies._edge_reorder",
+    "rag_position.strategies._profile_reorder", "rag_position.strategies.registry",
+    "rag_position.strategies._sandwich", "rag_position.models.protocols", "rag_position.cost",
+    "rag_position.models.devices", "rag_position.models.prefix_cache", "rag_position.eval.cli",
+    "rag_position.eval.engine.common", "rag_position.eval.tasks.kv",
+    "rag_position.eval.engine.marker", "rag_position.eval.tasks.reference",
+    "rag_position.eval.engine.report", "rag_position.eval.engine.runner",
+    "rag_position.eval.engine.stats", "rag_position.eval.rows.catalog",
+    "rag_position.data.builder", "rag_position.data.loaders", "rag_position.data.metrics",
+]  # fmt: skip
 
 ILLUSTRATIVE = {
     "rag_position.strategies._convex_score.convex_score": "scores with a model",
     "rag_position.data.builder.InstanceBuilder": "reads the data files, loads an embedder",
-}
-"""Docstrings whose ``>>>`` lines show a call on a model or the data files (not run)."""
+}  # docstrings whose ``>>>`` lines show a call on a model or the data files (not run)
 
 
 def _doctests(module_name: str) -> list[doctest.DocTest]:

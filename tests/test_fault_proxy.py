@@ -1,9 +1,7 @@
 """The fault-injecting proxy itself (:mod:`rag_position.testing.fault_proxy`), over the double.
 
-Against real vLLM: ``tests/test_vllm_faults.py``. Here, what the proxy must do on its
-own: pass replies through untouched, say so when the upstream is gone or a break does
-not fit the reply it lands on (rather than drop the connection, which a client would
-retry without a trace), and refuse a request it cannot read.
+Its errors are replies, never a dropped connection a client would retry without a trace.
+Against real vLLM: ``tests/test_vllm_faults.py``.
 """
 
 from __future__ import annotations
@@ -38,9 +36,8 @@ def test_replies_pass_through_unchanged(double: ModelServer) -> None:
         via = OpenAICompatibleModel(proxy.url, name, scoring="echo", chat_template=False)
         span = [(0, len("Question:"))]
         assert via.score_spans([PROMPT], span) == direct.score_spans([PROMPT], span)
-        assert via.generate([PROMPT], max_new_tokens=4) == direct.generate(
-            [PROMPT], max_new_tokens=4
-        )
+        generated = direct.generate([PROMPT], max_new_tokens=4)
+        assert via.generate([PROMPT], max_new_tokens=4) == generated
         assert via.max_context == direct.max_context
         assert proxy.count("/v1/completions") == 2 and proxy.count("/v1/models", "GET") == 1
         direct.close()
@@ -58,26 +55,25 @@ def test_an_injected_fault_never_reaches_the_upstream(double: ModelServer) -> No
         assert proxy.pending() == (0, 0)
 
 
-def test_an_upstream_that_is_gone_is_a_502_naming_it() -> None:
+def test_an_upstream_that_is_gone_is_a_502_naming_it_and_must_be_http() -> None:
     port = free_port()
     with FaultProxy(f"http://127.0.0.1:{port}/v1").start() as proxy:
         reply = httpx.get(f"{proxy.url}/models", timeout=30)
     assert reply.status_code == 502
     message = reply.json()["error"]["message"]
     assert f"http://127.0.0.1:{port}/v1" in message and "ConnectionRefused" in message
+    with pytest.raises(ValueError, match="upstream must be http://HOST:PORT"):
+        FaultProxy("127.0.0.1:8000/v1")
 
 
 def test_a_break_that_does_not_fit_the_reply_says_so(double: ModelServer) -> None:
-    """A scoring break landing on ``/v1/models`` (no ``choices``): a 500 that names the
-    break, not a dropped connection."""
+    """A scoring break landing on ``/v1/models`` (no ``choices``): a 500 that names it."""
     with FaultProxy(double.url).start() as proxy:
         proxy.break_next(1, "nan-logprob")
         reply = httpx.get(f"{proxy.url}/models", timeout=30)
         assert reply.status_code == 500
-        assert (
-            "injected break 'nan-logprob' does not fit the reply of /v1/models"
-            in (reply.json()["error"]["message"])
-        )
+        message = reply.json()["error"]["message"]
+        assert "injected break 'nan-logprob' does not fit the reply of /v1/models" in message
         assert proxy.pending() == (0, 0)
         assert httpx.get(f"{proxy.url}/models", timeout=30).status_code == 200  # still serving
 
@@ -100,12 +96,6 @@ def test_a_request_it_cannot_read_is_refused(double: ModelServer) -> None:
             sock.shutdown(socket.SHUT_WR)
             head = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
         assert head.startswith("HTTP/1.1 400")
-        assert (
-            "a bad Content-Length" in json.loads(head.split("\r\n\r\n", 1)[1])["error"]["message"]
-        )
+        message = json.loads(head.split("\r\n\r\n", 1)[1])["error"]["message"]
+        assert "a bad Content-Length" in message
         assert proxy.count("/v1/completions") == 0
-
-
-def test_the_upstream_must_be_an_http_url() -> None:
-    with pytest.raises(ValueError, match="upstream must be http://HOST:PORT"):
-        FaultProxy("127.0.0.1:8000/v1")

@@ -1,7 +1,6 @@
 """The ``openai:`` backend's HTTP client (:mod:`rag_position.models._http`) being closed.
 
-Found by ``benchmarks/load.py``: a model closed with ``close()`` and then dropped
-stalled the thread that collected it for 5 s.
+Found by ``benchmarks/load.py``: a model closed and then dropped stalled its collector 5 s.
 """
 
 from __future__ import annotations
@@ -13,10 +12,8 @@ from rag_position.models.openai_backend import OpenAICompatibleModel
 
 
 def test_a_closed_model_is_collected_at_once_and_its_loop_closed() -> None:
-    """``close()`` stopped the client's loop; collecting the model then ran its finalizer,
-    which found the loop still stopping, sent it the client's close, waited 5 s for an
-    answer that never came and left that close pending ("Task was destroyed but it is
-    pending"). The loop itself was never closed."""
+    """The finalizer found the stopping loop, sent it the client's close, waited 5 s and left
+    that close pending ("Task was destroyed but it is pending"); the loop was never closed."""
     model = OpenAICompatibleModel("http://127.0.0.1:9/v1", "m")  # nothing is sent
     loop, _ = model._http._start()
     start = time.monotonic()

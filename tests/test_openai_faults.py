@@ -1,10 +1,7 @@
-"""Fault injection: the openai: backend against broken replies from the server double.
+"""The openai: backend against the double's broken replies (each found by a probe): retried
+like a 5xx, then reported with the URL, never a number or an empty answer.
 
-Every fault here was found by a probe of the product: each broken reply is retried
-like a 5xx and then reported with the URL, never turned into a number or an empty
-answer; a reply trickled a byte at a time ends at the call's deadline; a server that
-clips a generation to its window is refused as the local backend refuses the prompt.
-The same client against a real vLLM server: ``tests/test_vllm_server.py``.
+Against a real vLLM server: ``tests/test_vllm_server.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from rag_position.errors import BackendError, BackendUnavailableError, ContextLe
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.protocols import SpanScore
 from rag_position.models.transformers_backend import TransformersModel
+from rag_position.strategies import likelihood_selection
 from rag_position.testing._faults import CHAT_BREAKS, COMPLETION_BREAKS, SCORING_BREAKS
 from rag_position.testing._openai_payloads import JSON, n_tokens
 from rag_position.testing.openai_double import BREAKS, ModelServer, OpenAIHandler, serve
@@ -95,10 +93,9 @@ def test_a_trickled_reply_ends_at_the_deadline(server: ModelServer) -> None:
     start = time.monotonic()
     with pytest.raises(BackendUnavailableError, match=r"deadline timeout=2\.0s") as info:
         remote.generate([PROMPT], max_new_tokens=4)
-    elapsed = time.monotonic() - start
-    assert elapsed < 2.0 + 0.5
-    assert f"{server.url}/completions" in str(info.value)
-    assert repr(server.model_name) in str(info.value)
+    assert time.monotonic() - start < 2.0 + 0.5
+    message = str(info.value)
+    assert f"{server.url}/completions" in message and repr(server.model_name) in message
 
 
 def test_a_silent_server_ends_at_the_deadline(server: ModelServer) -> None:
@@ -131,16 +128,15 @@ def test_a_clipped_generation_is_a_context_length_error(embedded_fp32: Transform
         with pytest.raises(ContextLengthError, match="prompt 0 plus max_new_tokens=40") as info:
             remote.generate([PROMPT], max_new_tokens=40)
         assert (info.value.n_tokens, info.value.limit) == (n + 40, 64)
-        local = pytest.raises(ContextLengthError)
-        with local as same:
+        with pytest.raises(ContextLengthError) as same:
             small.generate([PROMPT], max_new_tokens=40)
         assert (same.value.n_tokens, same.value.limit) == (n + 40, 64)  # the same refusal
         assert remote.generate([PROMPT], max_new_tokens=64 - n)  # what fits is answered
 
 
 def test_a_deadline_after_a_malformed_reply_says_what_was_wrong(server: ModelServer) -> None:
-    """A malformed reply, then a retry that never answers: the deadline's error said only
-    "no complete answer" (and asked whether the server was up), not what the server sent."""
+    """A malformed reply, then a hung retry: the deadline's error said only "no complete
+    answer" (and asked whether the server was up), not what the server sent."""
     remote = _client(server, chat_template=False, timeout=2.0, max_retries=3)
     server.break_next(1, "truncated-json")
     server.break_next(1, "hang", seconds=4.0)
@@ -237,7 +233,6 @@ def test_a_lone_surrogate_is_named(server: ModelServer) -> None:
 
 def test_a_nan_score_never_wins_an_ordering() -> None:
     """A scorer (any backend, or the user's own) that returns NaN stops the strategy."""
-    from rag_position.strategies import likelihood_selection
 
     class NaNScorer:
         def score_spans(self, prompts: object, spans: list[object]) -> list[SpanScore]:

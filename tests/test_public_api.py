@@ -23,12 +23,8 @@ def test_the_top_level_exports_exactly_the_documented_names() -> None:
     assert set(rag_position.__all__) == TOP_LEVEL
     for name in rag_position.__all__:
         assert hasattr(rag_position, name), name
-
-
-@pytest.mark.parametrize("name", sorted(TOP_LEVEL - {"__version__", "STRATEGIES"}))
-def test_every_public_name_is_documented(name: str) -> None:
-    obj = getattr(rag_position, name)
-    assert inspect.getdoc(obj), f"rag_position.{name} has no docstring"
+        if name not in ("__version__", "STRATEGIES"):  # every other one is documented
+            assert inspect.getdoc(getattr(rag_position, name)), f"rag_position.{name}: no doc"
 
 
 def test_every_strategy_function_is_a_row_of_the_table() -> None:
@@ -47,24 +43,16 @@ def test_every_strategy_function_is_a_row_of_the_table() -> None:
      "rag_position.models", "rag_position.data", "rag_position.eval", "langchain_rag_position",
      "llama_index.postprocessor.rag_position"],
 )  # fmt: skip
-def test_no_public_module_exports_more_than_30_names(module: str) -> None:
+def test_no_public_module_exports_more_than_30_names_or_a_private_one(module: str) -> None:
     exported = importlib.import_module(module).__all__
     assert len(exported) <= 30, (module, len(exported))
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["rag_position.strategies", "rag_position.strategies.results", "rag_position.models",
-     "rag_position.data"],
-)  # fmt: skip
-def test_subpackages_export_no_private_names(module: str) -> None:
-    exported = importlib.import_module(module).__all__
-    assert not [n for n in exported if n.startswith("_")]
+    private = [n for n in exported if n.startswith("_")]
+    assert private == (["__version__"] if module == "rag_position" else [])
 
 
 def test_the_strategies_leave_room_to_grow() -> None:
-    """``rag_position.strategies`` exports the strategies and their table (24 names at
-    most: room for six more); the result types are ``rag_position.strategies.results``."""
+    """``rag_position.strategies`` exports the strategies and their table (24 names at most);
+    the result types are ``rag_position.strategies.results``."""
     import rag_position.strategies as strategies
     import rag_position.strategies.results as results
 

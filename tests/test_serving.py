@@ -1,71 +1,53 @@
-"""`rag-position serve` and VLLMServer without starting vLLM: the command, the export, errors.
+"""`rag-position serve` and VLLMServer without vLLM: the command, the export, the errors.
 
-The server itself runs in tests/test_vllm_server.py (a real vLLM); here a stand-in
-interpreter plays vLLM where a test needs a process that fails.
+A stand-in interpreter plays vLLM where a process must fail; a real one: test_vllm_server.py.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from rag_position import serving
 from rag_position.cli import main
 from rag_position.errors import ModelSpecError
-from rag_position.serving import (
-    EMBEDDED_SERVED_NAME,
-    FORCE_PROCESSOR,
-    PLUGIN_DIR,
-    ServerStartError,
-    VLLMNotInstalledError,
-    VLLMServer,
-    find_vllm_python,
-    model_folder,
-)
+from rag_position.serving import FORCE_PROCESSOR, ServerStartError, VLLMServer
 
 pytestmark = pytest.mark.slow  # the embedded model is exported (once, cached) for vLLM
+SET = "is set by rag-position serve itself"
+ABBREVIATES = r"abbreviates --\S+, which rag-position serve sets"
 
 
 def test_the_embedded_model_is_exported_once_to_a_transformers_folder() -> None:
-    folder, name = model_folder("embedded")
-    assert name == EMBEDDED_SERVED_NAME
+    folder, name = serving.model_folder("embedded")
+    assert name == serving.EMBEDDED_SERVED_NAME
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "llama" and config["num_hidden_layers"] == 30
     assert (folder / "model.safetensors").stat().st_size > 100_000_000
     assert (folder / "tokenizer.json").is_file()
     assert "im_start" in (folder / "chat_template.jinja").read_text()
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
-    assert model_folder("embedded")[0] == folder  # cached: not written again
+    assert serving.model_folder("embedded")[0] == folder  # cached: not written again
     assert (folder / "model.safetensors").stat().st_mtime_ns == stamp
 
 
 def test_the_command_passes_the_options_through() -> None:
-    server = VLLMServer(
-        "embedded",
-        port=8123,
-        dtype="bfloat16",
-        max_model_len=2048,
-        tensor_parallel_size=2,
-        api_key="s3cret",
-        extra_args=["--enforce-eager"],
-        vllm_python=sys.executable,
-    )
+    server = VLLMServer("embedded", port=8123, dtype="bfloat16", max_model_len=2048,
+                        tensor_parallel_size=2, api_key="s3cret", extra_args=["--enforce-eager"],
+                        vllm_python=sys.executable)  # fmt: skip
     command = server.command()
     assert command[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(command)
-    for part in (
-        "--served-model-name smollm2-135m-instruct",
-        "--host 127.0.0.1",
-        "--port 8123",
-        "--dtype bfloat16",
-        "--tensor-parallel-size 2",
-        "--max-model-len 2048",
-        f"--logits-processors {FORCE_PROCESSOR}",
-        "--enable-prefix-caching",
-    ):
+    for part in ("--served-model-name smollm2-135m-instruct", "--host 127.0.0.1", "--port 8123",
+                 "--dtype bfloat16", "--tensor-parallel-size 2", "--max-model-len 2048",
+                 f"--logits-processors {FORCE_PROCESSOR}", "--enable-prefix-caching"):  # fmt: skip
         assert part in joined
     assert command[-1] == "--enforce-eager"
     off = VLLMServer("embedded", port=8123, vllm_python=sys.executable,
@@ -73,16 +55,14 @@ def test_the_command_passes_the_options_through() -> None:
     assert "--enable-prefix-caching" not in off and off[-1] == "--no-enable-prefix-caching"
     assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
     env = server.environment()
-    assert env["PYTHONPATH"] == str(PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"
+    assert env["PYTHONPATH"] == str(serving.PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"
     # the key reaches vLLM by its environment, never on the command line (`ps` shows that)
     assert env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in joined
-    assert (PLUGIN_DIR / "rag_position_vllm.py").is_file()
-
-
-def test_port_zero_picks_a_free_port() -> None:
-    server = VLLMServer("embedded", port=0, vllm_python=sys.executable)
-    server.command()
-    assert server.port > 0 and f":{server.port}/v1/" in server.spec
+    assert (serving.PLUGIN_DIR / "rag_position_vllm.py").is_file()
+    free = VLLMServer("embedded", port=0, vllm_python=sys.executable)  # port 0: a free one
+    free.command()
+    assert free.port > 0 and f":{free.port}/v1/" in free.spec
+    VLLMServer("embedded", extra_args=["--enforce-eager", "--max-num-seqs", "4"])  # unmanaged
 
 
 @pytest.mark.parametrize(
@@ -92,6 +72,13 @@ def test_port_zero_picks_a_free_port() -> None:
         ({"dtype": "int3"}, "dtype must be one of"),
         ({"max_model_len": 0}, "max_model_len must be >= 1"),
         ({"tensor_parallel_size": 0}, "tensor_parallel_size must be >= 1"),
+        ({"extra_args": ["--port", "9"]}, SET),  # flags the spec depends on
+        ({"extra_args": ["--served-model-name=x"]}, SET),
+        ({"extra_args": ["--logprobs-mode", "processed_logprobs"]}, SET),
+        # vLLM's argparse reads ``--hos`` as ``--host``: it passed the check (issue 42)
+        ({"extra_args": ["--hos", "0.0.0.0"]}, ABBREVIATES),
+        ({"extra_args": ["--api-k=x"]}, ABBREVIATES),
+        ({"extra_args": ["--max-model", "9"]}, ABBREVIATES),
     ],
 )
 def test_bad_options_are_refused_up_front(kwargs: dict[str, object], message: str) -> None:
@@ -105,24 +92,22 @@ def test_bad_options_are_refused_up_front(kwargs: dict[str, object], message: st
         ("hf:/nonexistent/model", "is not a folder"),
         ("openai:http://127.0.0.1:1/v1", "already a server"),
         ("gpt-4o", "cannot serve"),
+        ("hf:{tmp}", r"no config\.json"),
     ],
 )
-def test_models_that_cannot_be_served_are_named(spec: str, message: str) -> None:
+def test_models_that_cannot_be_served_are_named(spec: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(ModelSpecError, match=message):
-        model_folder(spec)
+        serving.model_folder(spec.format(tmp=tmp_path))
 
 
-def test_a_folder_without_config_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ModelSpecError, match=r"no config\.json"):
-        model_folder(f"hf:{tmp_path}")
-
-
-def test_a_missing_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_vllm_is_said_before_the_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve` spent about a minute exporting the model before saying vLLM was missing."""
+    monkeypatch.setattr(serving, "model_folder", lambda *a: pytest.fail("exported before vLLM"))
+    with pytest.raises(serving.VLLMNotInstalledError, match="--vllm-python names /nope"):
+        VLLMServer("embedded", vllm_python="/nope").command()
     monkeypatch.setenv("RAG_POSITION_VLLM_PYTHON", "/nonexistent/python")
-    with pytest.raises(VLLMNotInstalledError, match="RAG_POSITION_VLLM_PYTHON names"):
-        find_vllm_python()
-    with pytest.raises(VLLMNotInstalledError, match="--vllm-python names /nope"):
-        find_vllm_python("/nope")
+    with pytest.raises(serving.VLLMNotInstalledError, match="RAG_POSITION_VLLM_PYTHON names"):
+        serving.find_vllm_python()
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "", "192.168.1.5", "::"])
@@ -143,21 +128,7 @@ def test_serve_refuses_an_open_host_in_one_line(capsys: pytest.CaptureFixture[st
     assert "--allow-open" in err and "without an API key" in err
 
 
-def test_a_missing_vllm_is_said_before_the_model_is_exported(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`serve` spent about a minute exporting the model before saying vLLM was missing."""
-    import rag_position.serving as serving
-
-    def never(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the model was exported before vLLM was found")
-
-    monkeypatch.setattr(serving, "model_folder", never)
-    with pytest.raises(VLLMNotInstalledError, match="--vllm-python names /nope"):
-        serving.VLLMServer("embedded", vllm_python="/nope").command()
-
-
-def test_a_server_that_dies_at_start_up_is_reported_with_its_output(tmp_path: Path) -> None:
+def test_a_failed_start_is_reported_with_the_server_s_output(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text(
         "#!/bin/sh\necho 'RuntimeError: operator torchvision::nms does not exist'\nexit 3\n"
@@ -168,10 +139,7 @@ def test_a_server_that_dies_at_start_up_is_reported_with_its_output(tmp_path: Pa
         server.start()
     assert "torchvision::nms" in str(caught.value)
     assert server.process is None
-
-
-def test_a_taken_port_is_named() -> None:
-    with socket.socket() as taken:
+    with socket.socket() as taken:  # a taken port is named
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
@@ -220,10 +188,6 @@ def test_arguments_after_a_double_dash_go_to_vllm(
 
 def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """vLLM runs in its own session; a parent killed outright still takes it down."""
-    import os
-    import subprocess
-    import time
-
     pid_file = tmp_path / "pid"
     fake = tmp_path / "python"  # plays vLLM: never ready, never exits by itself
     fake.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 600\n")
@@ -256,22 +220,6 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize(
-    "extra", [["--port", "9"], ["--served-model-name=x"], ["--logprobs-mode", "processed_logprobs"]]
-)
-def test_flags_the_spec_depends_on_cannot_be_passed_through(extra: list[str]) -> None:
-    with pytest.raises(ValueError, match="is set by rag-position serve itself"):
-        VLLMServer("embedded", extra_args=extra)
-
-
-@pytest.mark.parametrize("extra", [["--hos", "0.0.0.0"], ["--api-k=x"], ["--max-model", "9"]])
-def test_an_abbreviated_managed_flag_cannot_be_passed_through(extra: list[str]) -> None:
-    """vLLM's argparse reads ``--hos`` as ``--host``: it passed the check (issue 42)."""
-    with pytest.raises(ValueError, match=r"abbreviates --\S+, which rag-position serve sets"):
-        VLLMServer("embedded", extra_args=extra)
-    VLLMServer("embedded", extra_args=["--enforce-eager", "--max-num-seqs", "4"])  # others pass
-
-
 def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
     import signal
 
@@ -294,8 +242,6 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
 ) -> None:
     """Echo scoring computes a step's logits over the whole vocabulary: 2,048 tokens of
     Gemma 3's 262,144 entries got vLLM's CPU worker killed for memory (measured)."""
-    from rag_position import serving
-
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = f"hf:{tmp_path}"
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
@@ -310,13 +256,9 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     assert flag not in VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
 
 
-def test_on_a_cpu_the_compile_cache_vllm_can_load_is_chosen(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_on_a_cpu_the_loadable_compile_cache_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM 0.32's AOT artifacts never load on the CPU, so each start recompiled (about a
     minute); its older cache does. The served tests' logs check that it loads."""
-    from rag_position import serving
-
     monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
     assert VLLMServer("embedded").environment()["VLLM_USE_AOT_COMPILE"] == "0"
@@ -328,23 +270,17 @@ def test_on_a_cpu_the_compile_cache_vllm_can_load_is_chosen(
 
 
 def test_a_config_the_bounded_reader_refuses_gives_no_vocabulary(tmp_path: Path) -> None:
-    """``config.json`` is read like every JSON file the library trusts (issue 42): a FIFO
-    is not waited on, nesting past the cap is not recursed into; the vocabulary is then
-    unknown, as for a missing file."""
-    import os
-    import time
-
-    from rag_position.serving import vocab_size
-
+    """``config.json`` is read like every trusted JSON file (issue 42): a FIFO is not waited
+    on, nesting past the cap is not recursed into; the vocabulary is then unknown."""
     fifo = tmp_path / "fifo"
     fifo.mkdir()
     os.mkfifo(fifo / "config.json")
     start = time.monotonic()
-    assert vocab_size(fifo) is None and time.monotonic() - start < 5
+    assert serving.vocab_size(fifo) is None and time.monotonic() - start < 5
     deep = tmp_path / "deep"
     deep.mkdir()
     (deep / "config.json").write_text("[" * 100_000 + "]" * 100_000)
-    assert vocab_size(deep) is None
-    assert vocab_size(tmp_path / "missing") is None
+    assert serving.vocab_size(deep) is None
+    assert serving.vocab_size(tmp_path / "missing") is None
     (tmp_path / "config.json").write_text('{"vocab_size": 262144}')
-    assert vocab_size(tmp_path) == 262_144
+    assert serving.vocab_size(tmp_path) == 262_144

@@ -1,21 +1,9 @@
 """A new ordering strategy with components in both frameworks takes five source files.
 
-This test adds one to a copy of the sources, edit by edit, counts the files that differ
-from the repository's, and runs the copy in a fresh process (nothing patched):
-
-1. ``rag_position/strategies/_reverse_demo.py``: the core function, its options
-   annotated once (``Annotated[type, opt("description", ge=1)]``);
-2. ``rag_position/strategies/registry.py``: its import, its row and its ``__all__`` entry
-   (``rag_position.strategies`` exports the registry's ``__all__``);
-3. ``rag_position/_integration/components.py``: its component (class name, record);
-4. ``integrations/langchain/langchain_rag_position/compressors.py``: one line,
-   ``ReverseReorder = table_compressor("ReverseReorder")``, and its ``__all__`` entry;
-5. ``integrations/llama_index/llama_index/postprocessor/rag_position/base.py``: the
-   same with ``table_postprocessor``.
-
-Both packages' ``__init__`` re-export those modules' ``__all__``; the retrievers' strategy
-lists, the option models, the metadata records, the eval's ``--strategies`` and the
-conformance kit's cases follow from the rows.
+Added to a copy of the sources (its function with ``Annotated`` options, its registry row,
+its component, one line each in the LangChain and LlamaIndex modules), it runs in a fresh
+process, nothing patched; the rest (retrievers, option models, records, the eval, the
+conformance kit) follows from the rows.
 """
 
 from __future__ import annotations
@@ -137,13 +125,10 @@ def _digests(root: Path) -> dict[str, str]:
     }
 
 
-def test_a_new_strategy_with_both_frameworks_components_takes_five_files(
-    tmp_path: Path,
-) -> None:
+def test_a_new_strategy_with_both_frameworks_components_takes_five_files(tmp_path: Path) -> None:
+    skip = shutil.ignore_patterns("__pycache__")
     for copy, source in TREES.items():
-        shutil.copytree(
-            ROOT / source, tmp_path / copy, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        shutil.copytree(ROOT / source, tmp_path / copy, ignore=skip)
     before = _digests(tmp_path)
     (tmp_path / "rag_position/strategies/_reverse_demo.py").write_text(FUNCTION)
     for name, edits in EDITS.items():
@@ -157,13 +142,8 @@ def test_a_new_strategy_with_both_frameworks_components_takes_five_files(
     touched = sorted(k for k in after if before.get(k) != after[k])
     assert len(touched) == 5, touched
 
-    proc = subprocess.run(
-        [sys.executable, "-c", RUN, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    command = [sys.executable, "-c", RUN, str(tmp_path)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(f.startswith(str(tmp_path)) for f in found["files"]), found["files"]  # the copy
