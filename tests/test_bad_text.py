@@ -1,11 +1,5 @@
-"""Text that is not valid Unicode (a lone surrogate) is refused early, with a ValueError naming it.
-
-A Python str can hold ``"\\ud800"`` (a JSON ``\\ud800`` escape decodes to it); no
-tokenizer, UTF-8 encoder or server accepts it. The strategies, the local backend, the
-embedder and the data loaders refuse it before any model is asked, naming the text
-(``question``, ``passage i's text``, ``prompt i``, a file's line and field) and where
-the surrogate is.
-"""
+"""Text that is not valid Unicode (a lone surrogate, as a JSON ``\\ud800`` decodes to) is
+refused before any model is asked, with a ValueError naming the text and the position."""
 
 from __future__ import annotations
 
@@ -63,7 +57,29 @@ STRATEGIES: dict[str, Callable[[str, Any], Any]] = {
     "recite_then_solve": lambda q, docs: recite_then_solve(q, docs, M),
     "medoid_vote": lambda q, docs: medoid_vote(q, docs, M, M),
 }
-RENDERING = [name for name in STRATEGIES if name != "profile_reorder"]  # put text in prompts
+BAD_PASSAGE = [DOCS[0], "Rome \udc80 is the capital of Italy."]
+BAD_TITLE = [Passage(DOCS[0], title="Par\ud83dis"), Passage(DOCS[1])]
+BAD_CONTEXT = "Paris \udfff is the capital."
+CASES = [
+    *[
+        (name, BAD, DOCS, r"`question` is not valid Unicode.*'\\ud800' at character 8")
+        for name in sorted(STRATEGIES)
+    ],
+    # all but profile_reorder put the passages' text in prompts
+    *[
+        (name, "Q?", BAD_PASSAGE, r"passage 1's text is not valid Unicode.*character 5")
+        for name in STRATEGIES
+        if name != "profile_reorder"
+    ],
+    *[
+        (name, "Q?", BAD_TITLE, "passage 0's title is not valid Unicode")
+        for name in ("convex_score", "sandwich")
+    ],
+    *[
+        (name, "Q?", BAD_CONTEXT, "the context is not valid Unicode")
+        for name in ("fact", "recite_then_solve")
+    ],
+]
 
 
 def test_check_text_names_the_text_and_the_position() -> None:
@@ -76,42 +92,16 @@ def test_check_text_names_the_text_and_the_position() -> None:
         check_text(3, "prompt 2")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
-def test_strategies_refuse_a_question_that_is_not_unicode(name: str) -> None:
-    with pytest.raises(
-        ValueError, match=r"`question` is not valid Unicode.*'\\ud800' at character 8"
-    ):
-        STRATEGIES[name](BAD, DOCS)
+@pytest.mark.parametrize(("name", "question", "docs", "message"), CASES)
+def test_strategies_refuse_text_that_is_not_unicode(
+    name: str, question: str, docs: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        STRATEGIES[name](question, docs)
 
 
-@pytest.mark.parametrize("name", RENDERING)
-def test_strategies_refuse_a_passage_that_is_not_unicode(name: str) -> None:
-    docs = [DOCS[0], "Rome \udc80 is the capital of Italy."]
-    with pytest.raises(ValueError, match=r"passage 1's text is not valid Unicode.*character 5"):
-        STRATEGIES[name]("Which is the capital of Italy?", docs)
-
-
-@pytest.mark.parametrize("name", ["convex_score", "sandwich"])
-def test_strategies_refuse_a_title_that_is_not_unicode(name: str) -> None:
-    docs = [Passage(DOCS[0], title="Par\ud83dis"), Passage(DOCS[1])]
-    with pytest.raises(ValueError, match="passage 0's title is not valid Unicode"):
-        STRATEGIES[name]("Which is the capital of France?", docs)
-
-
-@pytest.mark.parametrize("name", ["fact", "recite_then_solve"])
-def test_a_context_string_that_is_not_unicode_is_refused(name: str) -> None:
-    with pytest.raises(ValueError, match="the context is not valid Unicode"):
-        STRATEGIES[name]("Which is the capital of France?", "Paris \udfff is the capital.")
-
-
-# ---------------------------------------------------------------- backends, before tokenizing
-def _unloaded() -> TransformersModel:
-    """A TransformersModel without weights or tokenizer: the checks must come before both."""
-    return TransformersModel.__new__(TransformersModel)
-
-
-def test_local_backend_refuses_prompts_before_tokenizing() -> None:
-    model = _unloaded()
+def test_backends_refuse_prompts_before_tokenizing_or_encoding() -> None:
+    model = TransformersModel.__new__(TransformersModel)  # no weights nor tokenizer
     with pytest.raises(ValueError, match=r"prompt 1 is not valid Unicode.*character 8"):
         model.generate(["fine", BAD], max_new_tokens=4)
     with pytest.raises(ValueError, match="prompt 0 is not valid Unicode"):
@@ -122,36 +112,29 @@ def test_local_backend_refuses_prompts_before_tokenizing() -> None:
         model.count_tokens(BAD)
     with pytest.raises(ValueError, match="prompt is not valid Unicode"):
         model.token_logprobs(BAD)
-
-
-def test_embedder_refuses_texts_before_encoding() -> None:
     embedder = SentenceTransformerEmbedder.__new__(SentenceTransformerEmbedder)
     with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
         embedder.embed(["fine", BAD])
 
 
 # ---------------------------------------------------------------- data files
-def _ctxs(n: int = 1) -> list[dict[str, Any]]:
-    return [{"title": f"t{i}", "text": f"passage {i}", "isgold": i == 0} for i in range(n)]
+CTXS = [{"title": "t0", "text": "passage 0", "isgold": True}]
+GOOD = {"question": "q?", "answers": ["x"], "ctxs": CTXS}
 
 
 @pytest.mark.parametrize(
     ("record", "field"),
     [
-        ({"question": BAD, "answers": ["x"], "ctxs": _ctxs()}, "question"),
-        ({"question": "q?", "answers": ["x", "\ud800"], "ctxs": _ctxs()}, "answers[1]"),
-        (
-            {"question": "q?", "answers": ["x"], "ctxs": [*_ctxs(), {"title": "", "text": BAD}]},
-            "ctxs[1].text",
-        ),
+        ({**GOOD, "question": BAD}, "question"),
+        ({**GOOD, "answers": ["x", "\ud800"]}, "answers[1]"),
+        ({**GOOD, "ctxs": [*CTXS, {"title": "", "text": BAD}]}, "ctxs[1].text"),
     ],
 )
 def test_qa_file_with_a_lone_surrogate_names_line_and_field(
     tmp_path: Path, record: dict[str, Any], field: str
 ) -> None:
     path = tmp_path / "qa.jsonl"
-    good = {"question": "q?", "answers": ["x"], "ctxs": _ctxs()}
-    path.write_text(json.dumps(good) + "\n" + json.dumps(record) + "\n")  # \ud800 escaped
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(record) + "\n")  # \ud800 escaped
     with pytest.raises(
         DataFormatError, match=rf"line 2: field {re.escape(repr(field))} is not valid Unicode"
     ):

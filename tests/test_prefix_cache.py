@@ -1,10 +1,5 @@
-"""The scoring prefix cache (rag_position.models.prefix_cache), issue 41.
-
-The LRU's bound is tested on small fake tensors; everything else on the embedded model
-(marked slow), with one-passage prompts built as ``select_and_place`` builds them
-(``render_qa(question, [passage])``, the question's span scored) from dev questions.
-A cached model shares the float32 fixture's weights, so only one model is loaded.
-"""
+"""The scoring prefix cache (rag_position.models.prefix_cache), issue 41: the LRU on fake
+tensors; the rest (slow) on the embedded model, with ``select_and_place``'s prompts."""
 
 from __future__ import annotations
 
@@ -21,11 +16,9 @@ from rag_position.strategies import select_and_place
 slow = pytest.mark.slow
 
 
-def _kv(tokens: int, layers: int = 2) -> KV:
+def _kv(tokens: int) -> KV:
     """A fake entry: 2 layers x (keys, values) of (1, 1, tokens, 8) float32 = 128 bytes a token."""
-    return tuple(
-        (torch.zeros(1, 1, tokens, 8), torch.zeros(1, 1, tokens, 8)) for _ in range(layers)
-    )
+    return tuple((torch.zeros(1, 1, tokens, 8), torch.zeros(1, 1, tokens, 8)) for _ in range(2))
 
 
 # ---------------------------------------------------------------------- the LRU alone
@@ -73,11 +66,11 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return load_multidoc(None, docs=10, questions=3, cache_dir=cache_dir).instances
 
 
-def _cached(src: Any, mb: float = 256, name: str | None = None) -> Any:
+def _cached(src: Any, mb: float = 256) -> Any:
     """A model with the cache on, sharing ``src``'s weights."""
     from rag_position.models.transformers_backend import TransformersModel
 
-    return TransformersModel(src.model, src.tokenizer, name=name or src.name, prefix_cache_mb=mb)
+    return TransformersModel(src.model, src.tokenizer, name=src.name, prefix_cache_mb=mb)
 
 
 def _one_passage(question: str, passages: list[Any]) -> tuple[list[str], list[Any]]:
@@ -87,8 +80,7 @@ def _one_passage(question: str, passages: list[Any]) -> tuple[list[str], list[An
 
 
 def _close(a: list[SpanScore], b: list[SpanScore], tol: float) -> float:
-    """The largest difference of means; token counts must agree and sums be within
-    ``tol`` a token."""
+    """The largest difference of means; token counts agree, sums within ``tol`` a token."""
     assert [x.n_tokens for x in a] == [y.n_tokens for y in b]
     for x, y in zip(a, b, strict=True):
         assert abs(x.sum - y.sum) <= tol * x.n_tokens
@@ -183,10 +175,8 @@ def test_a_cache_never_serves_another_model_or_dtype(
     twin.score_spans(prompts, spans)
     s = fp32.prefix_cache.stats()
     assert (s.hits, s.misses, s.entries) == (0, 6, 9)  # three models x (two prefixes, a head)
-    assert {e[0][0][0].dtype for e in fp32.prefix_cache._entries.values()} == {
-        torch.float32,
-        torch.bfloat16,
-    }
+    dtypes = {e[0][0][0].dtype for e in fp32.prefix_cache._entries.values()}
+    assert dtypes == {torch.float32, torch.bfloat16}
     # bfloat16 with the cache against bfloat16 without: rounding of bfloat16 (measured
     # by benchmarks/reuse.py over many prompts)
     worst = _close(got, embedded_bf16.score_spans(prompts, spans), 0.1)

@@ -131,17 +131,14 @@ def test_bf16_within_documented_tolerance(
         assert abs(g.mean - r.mean) < BF16_TOLERANCE
 
 
-def test_first_token_has_no_prediction(embedded_raw: TransformersModel) -> None:
-    prompt = "Paris is the capital of France."
+def test_empty_and_bad_spans(embedded_raw: TransformersModel) -> None:
+    assert embedded_raw.score_spans([], []) == []
+    prompt = "Paris is the capital of France."  # its first token has no prediction
     first = embedded_raw.tokenizer(prompt, return_offsets_mapping=True)["offset_mapping"][0]
     with pytest.raises(ValueError, match="covers no scorable token"):
         embedded_raw.score_spans([prompt], [(first[0], first[1])])
     whole = embedded_raw.score_spans([prompt], [(0, len(prompt))])[0]
     assert whole.n_tokens == embedded_raw.count_tokens(prompt) - 1
-
-
-def test_empty_and_bad_spans(embedded_raw: TransformersModel) -> None:
-    assert embedded_raw.score_spans([], []) == []
     with pytest.raises(ValueError, match=r"span \(3, 3\) of prompt 0 is empty"):
         embedded_raw.score_spans(["hello world"], [(3, 3)])
     with pytest.raises(ValueError, match="outside the prompt"):
@@ -175,9 +172,8 @@ def test_greedy_generation_is_deterministic_and_batch_invariant(
         alone = [model.generate([p], max_new_tokens=24)[0] for p in prompts]
         assert batched == again == alone, model.name
         assert all(isinstance(t, str) and t for t in batched)
-    assert (
-        "Paris" in embedded_fp32.generate(["What is the capital of France?"], max_new_tokens=12)[0]
-    )
+    (paris,) = embedded_fp32.generate(["What is the capital of France?"], max_new_tokens=12)
+    assert "Paris" in paris
 
 
 def _hf_alone(model: TransformersModel, prompts: list[str], **kwargs: Any) -> list[str]:
@@ -190,9 +186,8 @@ def _hf_alone(model: TransformersModel, prompts: list[str], **kwargs: Any) -> li
 
 
 def test_cpu_batches_prefill_alone_and_decode_together(embedded_fp32: TransformersModel) -> None:
-    """Greedy batches on CPU: the same answers as transformers' generate one by one, for
-    prompts of very different lengths, answers that end early and one cut by the budget;
-    the meter counts each answer's tokens up to and with its end-of-sequence token."""
+    """Greedy CPU batches equal transformers' generate one by one (very different lengths,
+    early ends, budget cuts); the meter counts each answer's tokens with its EOS."""
     assert embedded_fp32.split_prefill  # the CPU default
     long, _ = _nq_prompt(5)
     prompts = ["Name three colors.", long, "What is the capital of France?", "Hi", long[:400]]
@@ -293,13 +288,12 @@ def test_usage_is_metered(embedded_raw: TransformersModel) -> None:
     assert spent.seconds > 0
 
 
-def test_unknown_spec_lists_accepted_forms() -> None:
+def test_unknown_spec_lists_accepted_forms_and_a_missing_gguf_file_is_named(
+    tmp_path: Path,
+) -> None:
     for spec in ["", "gpt-4", "hf:", "openai:", "llama:foo"]:
         with pytest.raises(ModelSpecError, match=r"accepted forms.*embedded.*hf:.*openai:"):
             load_model(spec)
-
-
-def test_missing_gguf_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ModelSpecError, match=r"missing\.gguf does not exist"):
         load_model(f"hf:{tmp_path / 'missing.gguf'}")
 

@@ -1,9 +1,6 @@
-"""Tuned files (rag_position.tuned): the format, its checks, and load_tuned.
-
-Scripted scorers pin that a tuned reorderer is its strategy row called with the file's
-options; one test (marked ``slow``) runs a tuned file on the embedded model, loading
-the file's own spec as ``load_tuned`` does when no scorer is given.
-"""
+"""Tuned files (rag_position.tuned): the format, its checks, and load_tuned: a tuned
+reorderer is its strategy row called with the file's options (scripted scorers; one slow
+test on the embedded model)."""
 
 from __future__ import annotations
 
@@ -68,24 +65,17 @@ def choice(strategy: str = "passage_likelihood", **changes: Any) -> TunedChoice:
         "command": "rag-position tune --model embedded --out tuned.json",
         "created": "2026-05-09T07:35:25+00:00",
     }
-    fields.update(changes)
-    return TunedChoice(**fields)
+    return TunedChoice(**{**fields, **changes})
 
 
 def record(**changes: Any) -> dict[str, Any]:
-    found = choice().to_dict()
-    found.update(changes)
-    return found
-
-
-def write_json(path: Path, value: Any) -> Path:
-    path.write_text(json.dumps(value), encoding="utf-8")
-    return path
+    return {**choice().to_dict(), **changes}
 
 
 # ---------------------------------------------------------------------- the format
 def test_round_trip(tmp_path: Path) -> None:
     made = choice("passage_likelihood_profile", options={"rest": "keep"}, profile=PROFILE)
+    (tmp_path / "tuned.json").write_text("old", encoding="utf-8")  # replaced
     path = made.write(tmp_path / "tuned.json")
     assert path == tmp_path / "tuned.json"
     assert [p.name for p in tmp_path.iterdir()] == ["tuned.json"]  # no temporary file left
@@ -106,22 +96,12 @@ def test_round_trip(tmp_path: Path) -> None:
     assert read_tuned(str(path)).to_dict() == stored
 
 
-def test_write_replaces_an_existing_file(tmp_path: Path) -> None:
-    path = tmp_path / "tuned.json"
-    path.write_text("old", encoding="utf-8")
-    choice("edge", options={"mode": "llamaindex"}).write(path)
-    assert read_tuned(path).options == {"mode": "llamaindex"}
-
-
-def test_options_are_read_as_the_row_reads_them() -> None:
+def test_the_constructor_reads_options_as_the_row_reads_them_and_checks_them() -> None:
     made = choice("medoid", options={"absence_phrases": ["unknown"], "n_orders": 2})
     assert made.options == {"absence_phrases": ["unknown"], "n_orders": 2}
     assert type(made.options["n_orders"]) is int
     assert made.to_dict()["options"] == {"absence_phrases": ["unknown"], "n_orders": 2}
     assert choice("select_and_place", options={"mass": 1}).options == {"mass": 1}  # an int
-
-
-def test_the_constructor_checks_too() -> None:
     with pytest.raises(ValueError, match=r"unknown strategy 'nope'; accepted: .*edge"):
         choice("nope")
     with pytest.raises(ValueError, match="takes no option 'n_orders'"):
@@ -206,10 +186,8 @@ def test_a_damaged_file_says_what_is_wrong(
     tmp_path: Path, case: str, content: Any, message: str
 ) -> None:
     path = tmp_path / "tuned.json"
-    if isinstance(content, str):
-        path.write_text(content, encoding="utf-8")
-    else:
-        write_json(path, content)
+    text = content if isinstance(content, str) else json.dumps(content)
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(DataFormatError, match=message) as caught:
         read_tuned(path)
     assert str(path) in str(caught.value)
@@ -309,7 +287,7 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
     want = STRATEGIES["passage_likelihood"](QUESTION, PASSAGES, scorer=HashScorer(),
                                             placement="last")  # fmt: skip
     assert isinstance(first, OrderingResult) and first.order == want.order
-    # a server spec takes no dtype (and loads only when trusted: test below); a file
+    # a server spec takes no dtype (and loads only when trusted); a file
     # without one loads the backend's default
     loads.clear()
     load_tuned(choice(spec="openai:http://127.0.0.1:8000/v1/m"), trust_spec=True)(
@@ -319,7 +297,8 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
     assert loads == [("openai:http://127.0.0.1:8000/v1/m", {}), ("embedded", {})]
 
 
-def test_a_loaded_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loaded from the file's spec, or given (naming both, pointing at the caller)."""
     monkeypatch.setattr(tuned_module, "_load", lambda spec, kwargs: NamedScorer("hf:other"))
     reorder = load_tuned(choice())
     with pytest.warns(UserWarning, match="measured on model 'named-model'.*now runs on model "
@@ -328,9 +307,6 @@ def test_a_loaded_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         reorder(QUESTION, PASSAGES)
-
-
-def test_a_given_model_of_another_name_warns_once_naming_both() -> None:
     scorer = NamedScorer("embedded:gemma3-270m")
     with pytest.warns(UserWarning) as caught:
         reorder = load_tuned(choice(), scorer)
@@ -358,12 +334,7 @@ def test_model_and_scorer_are_exclusive() -> None:
 @pytest.mark.slow
 def test_a_tuned_file_on_the_embedded_model(tmp_path: Path, embedded_fp32: Any) -> None:
     docs = PASSAGES[:3]
-    made = choice(
-        "passage_likelihood",
-        model=embedded_fp32.name,
-        options={"placement": "last"},
-        evidence=EVIDENCE,
-    )
+    made = choice("passage_likelihood", model=embedded_fp32.name, options={"placement": "last"})
     path = made.write(tmp_path / "tuned.json")
     want = STRATEGIES["passage_likelihood"](QUESTION, docs, scorer=embedded_fp32, placement="last")
     with warnings.catch_warnings():
@@ -397,15 +368,6 @@ def test_a_files_server_or_hub_spec_is_not_loaded_without_consent(
     # a model given, or a row that uses none: the spec is not used, nothing to refuse
     assert load_tuned(path, HashScorer())(QUESTION, PASSAGES[:2]).order
     assert load_tuned(choice("edge", spec=spec))(QUESTION, PASSAGES).order == [0, 2, 4, 3, 1]
-
-
-def test_a_trusted_server_spec_is_loaded_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    loads: list[str] = []
-    monkeypatch.setattr(tuned_module, "_load", lambda spec, kwargs: loads.append(spec) or
-                        NamedScorer())  # fmt: skip
-    reorder = load_tuned(choice(spec=UNTRUSTED[0]), trust_spec=True)
-    reorder(QUESTION, PASSAGES)
-    assert loads == [UNTRUSTED[0]]
 
 
 def _fake_hub_cache(root: Path, name: str) -> Path:
