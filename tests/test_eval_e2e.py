@@ -12,18 +12,15 @@ import pytest
 from rag_position.data import ORACLE_FILE, InstanceBuilder, default_data_dir
 from rag_position.data.builder import CACHE_ENV
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("builder_cache")]
 
 
 @pytest.fixture(scope="module")
 def builder_cache(
     embedder: object, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
-    """A private instance cache, seeded with the pool embeddings kept in pytest's cache.
-
-    Embedding the 2000-passage pool takes over a minute on 2 cores; test_data keeps
-    the result under the same name in pytest's cache, and so do we.
-    """
+    """A private instance cache, seeded with the pool embeddings test_data_builder keeps in
+    pytest's cache (embedding the 2000-passage pool takes over a minute on 2 cores)."""
     folder = tmp_path_factory.mktemp("eval-cache")
     builder = InstanceBuilder(default_data_dir() / ORACLE_FILE, embedder, cache_dir=folder)  # type: ignore[arg-type]
     cache = getattr(pytestconfig, "cache", None)
@@ -38,22 +35,14 @@ def builder_cache(
         yield folder
 
 
-def test_multidoc_python_api(
-    embedded_fp32: object, embedder: object, builder_cache: Path, tmp_path: Path
-) -> None:
+def test_multidoc_python_api(embedded_fp32: object, embedder: object, tmp_path: Path) -> None:
     from rag_position.eval import run_multidoc
 
     result = run_multidoc(
         embedded_fp32, questions=2, max_new_tokens=3, out=tmp_path, embedder=embedder
     )
-    settings = [r["setting"] for r in result.rows]
-    assert settings == [
-        "docs=10 gold=0 prompt=qa",
-        "docs=10 gold=4 prompt=qa",
-        "docs=10 gold=9 prompt=qa",
-        "closedbook",
-        "oracle",
-    ]
+    positions = [f"docs=10 gold={gold} prompt=qa" for gold in (0, 4, 9)]
+    assert [r["setting"] for r in result.rows] == [*positions, "closedbook", "oracle"]
     assert all(
         r["n"] == 2 and 0.0 <= r["ci_low"] <= r["accuracy"] <= r["ci_high"] <= 1.0
         for r in result.rows
@@ -66,7 +55,6 @@ def test_multidoc_python_api(
 
 def test_multidoc_cli(
     embedded_fp32: object,
-    builder_cache: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -76,30 +64,16 @@ def test_multidoc_cli(
 
     # The session's model stands in for a second 15-second load of the same weights.
     monkeypatch.setattr(eval_cli, "load_model", lambda spec: embedded_fp32)
-    argv = [
-        "eval",
-        "multidoc",
-        "--questions",
-        "2",
-        "--positions",
-        "0,9",
-        "--max-new-tokens",
-        "3",
-        "--out",
-        str(tmp_path),
-        "--no-progress",
-    ]
+    argv = ["eval", "multidoc", "--questions", "2", "--positions", "0,9", "--max-new-tokens", "3"]
+    argv += ["--out", str(tmp_path), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "docs=10 gold=9 prompt=qa" in printed and "report:" in printed
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["command"] == "rag-position " + " ".join(argv)
-    assert [r["setting"] for r in summary["sections"][0]["rows"]] == [
-        "docs=10 gold=0 prompt=qa",
-        "docs=10 gold=9 prompt=qa",
-        "closedbook",
-        "oracle",
-    ]
+    positions = [f"docs=10 gold={gold} prompt=qa" for gold in (0, 9)]
+    rows = summary["sections"][0]["rows"]
+    assert [r["setting"] for r in rows] == [*positions, "closedbook", "oracle"]
     # A second run recomputes nothing: every prompt is already answered.
     before = embedded_fp32.usage  # type: ignore[attr-defined]
     assert main(argv) == 0
@@ -112,7 +86,6 @@ def test_multidoc_cli(
 def test_demo_cli(
     embedded_fp32: object,
     embedder: object,
-    builder_cache: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -11,17 +11,7 @@ import pytest
 from rag_position.data import QAInstance
 from rag_position.data.builder import EMBEDDING_TEXT
 from rag_position.eval.engine.pair import ReaderScorer, scorer_metered
-from rag_position.eval.rows.peers import (
-    EMBEDDINGS_FILTER_THRESHOLD,
-    PEER_ROWS,
-    EmbeddingsFilterStrategy,
-    LLMRerankStrategy,
-    embeddings_filter_installed,
-    filter_embeddings,
-    llm_rerank_installed,
-    peer_strategies,
-)
-from rag_position.eval.rows.threshold import choose_threshold, threshold_instances
+from rag_position.eval.rows import peers, threshold
 from rag_position.passages import Passage
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa
 
@@ -32,6 +22,11 @@ TEXTS = (
     ("Danube", "The Danube flows through ten countries into the Black Sea."),
     ("Shakespeare", "William Shakespeare was an English playwright, poet and actor."),
 )
+UNRELATED = (
+    ("Penicillin", "Alexander Fleming discovered penicillin in 1928 in London."),
+    ("Sourdough", "Sourdough bread is leavened by wild yeast and lactic acid bacteria."),
+    ("Basalt", "Basalt is a fine-grained volcanic rock rich in magnesium and iron."),
+)
 
 
 def _instance(texts: Sequence[tuple[str, str]] = TEXTS, gold: int = 1) -> QAInstance:
@@ -41,11 +36,15 @@ def _instance(texts: Sequence[tuple[str, str]] = TEXTS, gold: int = 1) -> QAInst
 
 def _cosines(instance: QAInstance) -> np.ndarray:
     """The question's cosine with each passage, computed directly with the same embedder."""
-    embedder = filter_embeddings().core_embedder
+    embedder = peers.filter_embeddings().core_embedder
     docs = [EMBEDDING_TEXT.format(title=p.title, text=p.text) for p in instance.passages]
     q = np.asarray(embedder.embed([instance.question]), dtype=np.float64)[0]
     d = np.asarray(embedder.embed(docs), dtype=np.float64)
     return d @ q / (np.linalg.norm(d, axis=1) * np.linalg.norm(q))
+
+
+def _no_passage(instance: QAInstance) -> str:
+    return fill_template(QA_TEMPLATE, question=instance.question, search_results="")
 
 
 class Scripted:
@@ -57,61 +56,41 @@ class Scripted:
         self.answer = answer
         self.prompts: list[str] = []
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int = 100,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[str]:
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
         self.prompts.extend(prompts)
         return [self.answer for _ in prompts]
 
 
-def test_rows_are_those_installed() -> None:
+def test_rows_are_those_installed_and_none_without_the_frameworks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """setup.sh installs both frameworks and our integrations: every row is there."""
-    assert embeddings_filter_installed() and llm_rerank_installed()
-    rows = peer_strategies()
-    assert tuple(rows) == PEER_ROWS
+    assert peers.embeddings_filter_installed() and peers.llm_rerank_installed()
+    rows = peers.peer_strategies()
+    assert tuple(rows) == peers.PEER_ROWS
     assert all(row.name == name for name, row in rows.items())
     assert rows["embeddings_filter"].k == 1 and rows["embeddings_filter"].threshold is None
     threshold_row = rows["embeddings_filter_threshold"]
-    assert threshold_row.k is None and threshold_row.threshold == EMBEDDINGS_FILTER_THRESHOLD
-
-
-def test_no_rows_without_the_frameworks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag_position.eval.rows import peers
-
+    assert threshold_row.k is None and threshold_row.threshold == peers.EMBEDDINGS_FILTER_THRESHOLD
     monkeypatch.setattr(peers, "_has", lambda module: not module.startswith("llama_index"))
-    assert tuple(peer_strategies()) == PEER_ROWS[:2]
+    assert tuple(peers.peer_strategies()) == peers.PEER_ROWS[:2]
     monkeypatch.setattr(peers, "_has", lambda module: False)
-    assert peer_strategies() == {}
+    assert peers.peer_strategies() == {}
 
 
 # ---------------------------------------------------------------------------- EmbeddingsFilter
 @pytest.mark.slow
-def test_embeddings_filter_keeps_the_most_similar_passage() -> None:
-    instance = _instance()
-    prepared = peer_strategies()["embeddings_filter"].prepare(instance, None, seed=0)
+@pytest.mark.parametrize("gold", [1, 3])
+def test_embeddings_filter_keeps_the_most_similar_passage_whichever_is_gold(gold: int) -> None:
+    instance = _instance(gold=gold)
+    prepared = peers.peer_strategies()["embeddings_filter"].prepare(instance, None, seed=0)
     best = int(np.argmax(_cosines(instance)))
     assert best == 1  # the Hamlet passage
-    assert prepared.info["kept"] == 1 and prepared.info["gold_kept"] == 1.0
+    assert prepared.info["kept"] == 1 and prepared.info["gold_kept"] == float(best == gold)
     assert prepared.info["none_kept"] == 0
     assert prepared.prompt == render_qa(instance.question, [instance.passages[best]])
     assert prepared.cost.lm_calls == 0 and prepared.cost.seconds > 0
     assert prepared.info["embed_seconds"] == prepared.cost.seconds
-
-
-@pytest.mark.slow
-def test_embeddings_filter_top1_follows_the_cosine_whichever_passage_is_gold() -> None:
-    instance = _instance(gold=3)
-    row = EmbeddingsFilterStrategy("top1", 1, None)
-    prepared = row.prepare(instance, None, seed=0)
-    best = int(np.argmax(_cosines(instance)))
-    assert prepared.prompt == render_qa(instance.question, [instance.passages[best]])
-    assert prepared.info["gold_kept"] == (1.0 if best == 3 else 0.0)
 
 
 @pytest.mark.slow
@@ -122,12 +101,12 @@ def test_threshold_keeps_those_above_it_most_similar_first() -> None:
     cosines = _cosines(instance)
     by_similarity = [int(i) for i in np.argsort(-cosines)]
     top2 = np.sort(cosines)[-2:]
-    for threshold in (float(top2.mean()), float(np.sort(cosines)[1] - 1e-3)):
-        row = EmbeddingsFilterStrategy("t", None, threshold)
+    for cut in (float(top2.mean()), float(np.sort(cosines)[1] - 1e-3)):
+        row = peers.EmbeddingsFilterStrategy("t", None, cut)
         kept, _ = row.filter(instance.question, instance.passages)
-        assert kept == [i for i in by_similarity if cosines[i] > threshold]
+        assert kept == [i for i in by_similarity if cosines[i] > cut]
     assert len(kept) == 4  # the second threshold drops only the least similar
-    row = peer_strategies()["embeddings_filter_threshold"]
+    row = peers.peer_strategies()["embeddings_filter_threshold"]
     prepared = row.prepare(instance, None, seed=0)
     expected = [instance.passages[i] for i in by_similarity if cosines[i] > row.threshold]
     assert prepared.info["kept"] == len(expected) >= 1
@@ -136,40 +115,30 @@ def test_threshold_keeps_those_above_it_most_similar_first() -> None:
 
 def test_langchain_turns_k_none_into_its_default() -> None:
     """Pins the LangChain behaviour the threshold row's order comes from."""
-    from rag_position.eval.rows.peers import langchain_classes
-
-    embeddings_filter, _, _ = langchain_classes()
-    built = embeddings_filter(embeddings=filter_embeddings(), k=None, similarity_threshold=0.5)
+    filter_class, _, _ = peers.langchain_classes()
+    built = filter_class(embeddings=peers.filter_embeddings(), k=None, similarity_threshold=0.5)
     assert built.k == 20 and built.similarity_threshold == 0.5
 
 
 @pytest.mark.slow
 def test_threshold_can_keep_nothing_and_the_prompt_then_holds_no_passage() -> None:
-    unrelated = (
-        ("Penicillin", "Alexander Fleming discovered penicillin in 1928 in London."),
-        ("Sourdough", "Sourdough bread is leavened by wild yeast and lactic acid bacteria."),
-        ("Basalt", "Basalt is a fine-grained volcanic rock rich in magnesium and iron."),
-    )
-    instance = _instance(unrelated, gold=0)
-    assert max(_cosines(instance)) < EMBEDDINGS_FILTER_THRESHOLD
-    prepared = peer_strategies()["embeddings_filter_threshold"].prepare(instance, None, seed=0)
+    instance = _instance(UNRELATED, gold=0)
+    assert max(_cosines(instance)) < peers.EMBEDDINGS_FILTER_THRESHOLD
+    row = peers.peer_strategies()["embeddings_filter_threshold"]
+    prepared = row.prepare(instance, None, seed=0)
     assert prepared.info["kept"] == 0 and prepared.info["none_kept"] == 1
     assert prepared.info["gold_kept"] == 0.0 and "gold_at" not in prepared.info
-    assert prepared.prompt == fill_template(
-        QA_TEMPLATE, question=instance.question, search_results=""
-    )
+    assert prepared.prompt == _no_passage(instance)
     assert "Document [" not in (prepared.prompt or "")
 
 
 @pytest.mark.slow
 def test_batched_similarities_are_the_filters() -> None:
     """choose_threshold embeds distinct texts in batches; the filter embeds per instance."""
-    from rag_position.eval.rows.threshold import all_similarities, similarities
-
     instances = [_instance(), _instance(TEXTS[2:], gold=0)]
-    batched = all_similarities(instances)
+    batched = threshold.all_similarities(instances)
     for instance, scores in zip(instances, batched, strict=True):
-        assert np.allclose(scores, similarities(instance), atol=1e-5)
+        assert np.allclose(scores, threshold.similarities(instance), atol=1e-5)
         assert np.allclose(scores, _cosines(instance), atol=1e-5)
 
 
@@ -177,27 +146,25 @@ def test_batched_similarities_are_the_filters() -> None:
 def test_the_threshold_constant_is_what_the_function_chooses() -> None:
     """Embeds 200 dev questions and their 1,196 distinct passages (a few minutes on a
     loaded 2-core machine)."""
-    choice = choose_threshold(threshold_instances())
+    choice = threshold.choose_threshold(threshold.threshold_instances())
     assert choice.questions == 200
-    assert choice.threshold == EMBEDDINGS_FILTER_THRESHOLD
+    assert choice.threshold == peers.EMBEDDINGS_FILTER_THRESHOLD
     assert choice.gold_kept > choice.distractor_kept
 
 
 def test_choose_threshold_maximises_youden_j_lowest_on_a_tie(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rag_position.eval.rows import threshold
-
     sims = {"a": [0.9, 0.3, 0.2], "b": [0.5, 0.6, 0.1]}  # gold first
     monkeypatch.setattr(threshold, "all_similarities", lambda insts: [sims[i.id] for i in insts])
     instances = [
         QAInstance("q", ("x",), tuple(Passage(t) for t in "xyz"), gold_index=0, id=key)
         for key in sims
     ]
-    choice = choose_threshold(instances, grid=(0.0, 0.25, 0.4, 0.55, 0.7))
+    choice = threshold.choose_threshold(instances, grid=(0.0, 0.25, 0.4, 0.55, 0.7))
     # J: 0.0 -> 1-1=0; 0.25 -> 1-0.5=0.5; 0.4 -> 1-0.25=0.75; 0.55 -> 0.5-0.25=0.25
     assert (choice.threshold, choice.youden_j, choice.questions) == (0.4, 0.75, 2)
-    tie = choose_threshold(instances, grid=(0.4, 0.45))
+    tie = threshold.choose_threshold(instances, grid=(0.4, 0.45))
     assert tie.threshold == 0.4
 
 
@@ -206,15 +173,9 @@ def test_llm_rerank_keeps_the_passage_the_answer_names() -> None:
     scorer = Scripted("Doc: 2, Relevance: 9")
     instance = _instance(gold=1)
     with scorer_metered() as tally:
-        prepared = LLMRerankStrategy().prepare(instance, scorer, seed=0)
-    assert prepared.info == {
-        "gold_at": 0,
-        "kept": 1,
-        "gold_kept": 1.0,
-        "format_failure": 0,
-        "invalid_choice": 0,
-        "parsed": 1,
-    }
+        prepared = peers.LLMRerankStrategy().prepare(instance, scorer, seed=0)
+    kept = {"gold_at": 0, "kept": 1, "gold_kept": 1.0}
+    assert prepared.info == kept | {"format_failure": 0, "invalid_choice": 0, "parsed": 1}
     assert prepared.prompt == render_qa(instance.question, [instance.passages[1]])
     # LLMRerank's own prompt, all passages in one batch, the title shown as metadata
     (prompt,) = scorer.prompts
@@ -224,70 +185,46 @@ def test_llm_rerank_keeps_the_passage_the_answer_names() -> None:
     assert prepared.cost.lm_calls == 1 and tally.total.lm_calls == 1
 
 
-def test_llm_rerank_orders_by_the_answers_relevance() -> None:
+@pytest.mark.parametrize(
+    ("answer", "info", "kept"),
+    [
+        ("Doc: 1, Relevance: 3\nDoc: 4, Relevance: 8", {"kept": 1, "parsed": 2}, 3),  # by relevance
+        ("I don't know", {"format_failure": 1, "kept": 0, "parsed": 0, "gold_kept": 0.0}, None),
+        ("Doc: 9, Relevance: 9", {"format_failure": 1, "kept": 0}, None),  # beyond: skipped
+        # LLMRerank indexes ``nodes[number - 1]`` unchecked: Doc 0 is the last passage,
+        # a number far below 1 raises IndexError (a format failure)
+        ("Doc: 0, Relevance: 5", {"invalid_choice": 1, "format_failure": 0}, -1),
+        ("Doc: -20, Relevance: 5", {"format_failure": 1, "kept": 0, "invalid_choice": 1}, None),
+    ],
+)
+def test_llm_rerank_reads_the_answer_as_llmrerank_does(
+    answer: str, info: dict[str, Any], kept: int | None
+) -> None:
     instance = _instance(gold=1)
-    scorer = Scripted("Doc: 1, Relevance: 3\nDoc: 4, Relevance: 8")
-    prepared = LLMRerankStrategy().prepare(instance, scorer, seed=0)
-    assert prepared.info["kept"] == 1 and prepared.info["parsed"] == 2
-    assert prepared.prompt == render_qa(instance.question, [instance.passages[3]])
+    prepared = peers.LLMRerankStrategy().prepare(instance, Scripted(answer), seed=0)
+    assert {key: prepared.info[key] for key in info} == info
+    if kept is None:
+        assert prepared.prompt == _no_passage(instance)
+    else:
+        assert prepared.prompt == render_qa(instance.question, [instance.passages[kept]])
 
 
-def test_an_unparseable_answer_is_a_format_failure_and_keeps_nothing() -> None:
-    instance = _instance(gold=1)
-    prepared = LLMRerankStrategy().prepare(instance, Scripted("I don't know"), seed=0)
-    assert prepared.info["format_failure"] == 1 and prepared.info["kept"] == 0
-    assert prepared.info["parsed"] == 0 and prepared.info["gold_kept"] == 0.0
-    assert prepared.prompt == fill_template(
-        QA_TEMPLATE, question=instance.question, search_results=""
-    )
-
-
-def test_a_number_beyond_the_passages_is_skipped_by_llmrerank() -> None:
-    prepared = LLMRerankStrategy().prepare(_instance(), Scripted("Doc: 9, Relevance: 9"), seed=0)
-    assert prepared.info["format_failure"] == 1 and prepared.info["kept"] == 0
-
-
-def test_doc_zero_picks_the_last_passage_as_llmrerank_does() -> None:
-    """LLMRerank indexes ``nodes[number - 1]`` unchecked: Doc 0 is the last passage."""
-    instance = _instance(gold=1)
-    prepared = LLMRerankStrategy().prepare(instance, Scripted("Doc: 0, Relevance: 5"), seed=0)
-    assert prepared.info["invalid_choice"] == 1 and prepared.info["format_failure"] == 0
-    assert prepared.prompt == render_qa(instance.question, [instance.passages[-1]])
-
-
-def test_llmrerank_raising_on_the_answer_is_a_format_failure() -> None:
-    """A number far below 1 makes LLMRerank's indexing raise IndexError."""
-    instance = _instance(gold=1)
-    prepared = LLMRerankStrategy().prepare(instance, Scripted("Doc: -20, Relevance: 5"), seed=0)
-    assert prepared.info["format_failure"] == 1 and prepared.info["kept"] == 0
-    assert prepared.info["invalid_choice"] == 1
-
-
-def test_a_failing_model_call_is_raised_not_counted() -> None:
-    class Broken(Scripted):
+def test_llm_rerank_runs_on_the_scorer_not_the_reader_and_raises_a_failed_call() -> None:
+    class Down(Scripted):
         def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
             raise RuntimeError("server down")
 
-    with pytest.raises(RuntimeError, match="server down"):
-        LLMRerankStrategy().prepare(_instance(), Broken(""), seed=0)
-
-
-def test_llm_rerank_runs_on_the_scorer_not_the_reader() -> None:
-    class Reader:
-        name = "reader"
-
-        def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
-            raise AssertionError("the reader must not rerank")
-
-    scorer = Scripted("Doc: 2, Relevance: 9")
-    prepared = LLMRerankStrategy().prepare(_instance(), ReaderScorer(Reader(), scorer), seed=0)
+    scorer, rerank = Scripted("Doc: 2, Relevance: 9"), peers.LLMRerankStrategy()
+    prepared = rerank.prepare(_instance(), ReaderScorer(Down(""), scorer), seed=0)
     assert prepared.info["kept"] == 1 and len(scorer.prompts) == 1
+    with pytest.raises(RuntimeError, match="server down"):  # raised, not counted
+        rerank.prepare(_instance(), Down(""), seed=0)
 
 
 @pytest.mark.slow
 def test_llm_rerank_on_the_embedded_model_charges_the_scorer(embedded_fp32: Any) -> None:
     instance = _instance(TEXTS[:3], gold=1)
-    row = LLMRerankStrategy(max_new_tokens=24)  # the row's 256 tokens, cut for time
+    row = peers.LLMRerankStrategy(max_new_tokens=24)  # the row's 256 tokens, cut for time
     with scorer_metered() as tally:
         prepared = row.prepare(instance, embedded_fp32, seed=0)
     assert prepared.info["format_failure"] in (0, 1)
@@ -299,8 +236,6 @@ def test_llm_rerank_on_the_embedded_model_charges_the_scorer(embedded_fp32: Any)
 
 def test_docstring_examples() -> None:
     import doctest
-
-    from rag_position.eval.rows import peers
 
     result = doctest.testmod(peers, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 1 and result.failed == 0

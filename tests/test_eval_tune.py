@@ -1,15 +1,14 @@
 """``rag-position tune``: measure on questions the reported figures never use, choose by
-paired accuracy within a token budget (cost breaking near-ties), write the tuned file.
-
-Fast tests on a scripted model (it answers right when the gold passage is first or
-last); one end-to-end run of the CLI on the embedded model.
-"""
+paired accuracy within a token budget (cost breaking near-ties), write the tuned file."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from test_eval_runner import ScriptedScorer
@@ -33,33 +32,31 @@ def _row(name: str, accuracy: float, tokens: float, n: int = 60) -> dict[str, ob
 
 
 # ---------------------------------------------------------------------- the rule
-def test_the_most_accurate_candidate_within_the_budget_wins() -> None:
-    rows = [_row("retriever", 0.2, 1000), _row("a", 0.35, 2000), _row("b", 0.5, 2500)]
-    chosen, evidence, _ = choose(rows, budget=None, tie=2.0)
-    assert chosen == "b"
-    assert [e["accuracy"] for e in evidence] == [20.0, 35.0, 50.0]
+@pytest.mark.parametrize(
+    ("a", "b", "budget", "tie", "chosen"),
+    [
+        ((0.35, 2000), (0.5, 2500), None, 2.0, "b"),  # the most accurate within the budget
+        ((0.35, 2000), (0.5, 3500), 4000, 2.0, "b"),
+        ((0.40, 2500), (0.39, 1500), None, 2.0, "b"),  # 1 point behind, 1,000 tokens less
+        ((0.40, 2500), (0.39, 1500), None, 0.5, "a"),  # not within half a point
+        ((0.40, 2500), (0.37, 1500), None, 2.0, "a"),  # 3 points behind: not a tie
+        ((0.1, 2000), (0.15, 1500), None, 2.0, "retriever"),  # nothing beats it
+    ],
+)
+def test_the_most_accurate_candidate_within_the_budget_wins_cost_breaking_near_ties(
+    a: tuple[float, float], b: tuple[float, float], budget: float | None, tie: float, chosen: str
+) -> None:
+    rows = [_row("retriever", 0.2, 1000), _row("a", *a), _row("b", *b)]
+    assert choose(rows, budget=budget, tie=tie)[0] == chosen
 
 
 def test_a_candidate_over_the_budget_is_measured_but_not_chosen() -> None:
     rows = [_row("retriever", 0.2, 1000), _row("a", 0.35, 2000), _row("b", 0.5, 3500)]
     chosen, evidence, notes = choose(rows, budget=None, tie=2.0)  # 3x the retriever's: 3000
     assert chosen == "a"
+    assert [e["accuracy"] for e in evidence] == [20.0, 35.0, 50.0]
     assert [e["eligible"] for e in evidence] == [True, True, False]
     assert "over it, not chosen: b" in notes[0]
-    assert choose(rows, budget=4000, tie=2.0)[0] == "b"
-
-
-def test_near_ties_go_to_the_cheaper_candidate_and_only_near_ones() -> None:
-    rows = [_row("retriever", 0.2, 1000), _row("a", 0.40, 2500), _row("b", 0.39, 1500)]
-    assert choose(rows, budget=None, tie=2.0)[0] == "b"  # 1 point behind, 1,000 tokens less
-    assert choose(rows, budget=None, tie=0.5)[0] == "a"  # not within half a point
-    rows[2]["accuracy"] = 0.37
-    assert choose(rows, budget=None, tie=2.0)[0] == "a"  # 3 points behind: not a tie
-
-
-def test_the_retriever_order_is_kept_when_nothing_beats_it() -> None:
-    rows = [_row("retriever", 0.3, 1000), _row("a", 0.2, 2000)]
-    assert choose(rows, budget=None, tie=2.0)[0] == "retriever"
 
 
 # ---------------------------------------------------------------------- candidates
@@ -71,27 +68,20 @@ def test_candidates_are_orderings_with_a_component_and_the_retriever_first() -> 
         assert component_of(base) and not STRATEGIES[base].answers
 
 
-@pytest.mark.parametrize("name", ["sandwich", "convex_score_sandwich", "recite", "fact"])
-def test_a_candidate_a_retriever_cannot_return_is_refused(name: str) -> None:
-    with pytest.raises(EvalConfigError, match=f"{name}: not an ordering"):
-        check_candidates([name])
-
-
 @pytest.mark.parametrize(
     ("name", "says"),
     [
-        ("select_and_place:mass=2", "option `mass`: Input should be less than or equal to 1"),
-        ("select_and_place:top_n=0", "option `top_n`: Input should be greater than or equal"),
-        ("select_and_place:mass=true", "option `mass`: Input should be a valid number"),
-        ("passage_likelihood:placement=middle", "option `placement`"),
-        ("edge:n_orders=3", "takes no option 'n_orders'"),
+        *[(n, "not an ordering") for n in ("sandwich", "convex_score_sandwich", "recite", "fact")],
+        ("select_and_place:mass=2", ".*option `mass`: Input should be less than or equal to 1"),
+        ("select_and_place:top_n=0", ".*option `top_n`: Input should be greater than or equal"),
+        ("select_and_place:mass=true", ".*option `mass`: Input should be a valid number"),
+        ("passage_likelihood:placement=middle", ".*option `placement`"),
+        ("edge:n_orders=3", ".*takes no option 'n_orders'"),
     ],
 )
-def test_a_candidates_bad_option_is_refused_before_any_work(
-    name: str, says: str, tmp_path: Path
-) -> None:
+def test_a_candidate_is_refused_before_any_work(name: str, says: str, tmp_path: Path) -> None:
     """``mass=2`` was refused only when used: after the profile sweep (issue 42)."""
-    with pytest.raises(EvalConfigError, match=f"--strategies: {name}: .*{says}"):
+    with pytest.raises(EvalConfigError, match=f"--strategies: {name}: {says}"):
         check_candidates([name])
     model = ScriptedScorer()
     with pytest.raises(EvalConfigError, match="--strategies"):
@@ -118,28 +108,23 @@ def test_out_naming_a_json_file_is_the_tuned_file_with_the_run_beside_it() -> No
 
 
 def test_the_recorded_spec_loads_the_model_again() -> None:
-    class Named:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-    assert spec_of(Named("embedded:SmolLM2-135M-Instruct")) == "embedded"
-    assert spec_of(Named("embedded:gemma-3-270m")) == "embedded:gemma3-270m"
-    assert spec_of(Named("embedded:Qwen2.5-Coder-0.5B-Instruct")) == "embedded:qwen2.5-coder-0.5b"
-    assert spec_of(Named("/models/x.gguf")) == "hf:/models/x.gguf"
+    specs = {
+        "embedded:SmolLM2-135M-Instruct": "embedded",
+        "embedded:gemma-3-270m": "embedded:gemma3-270m",
+        "embedded:Qwen2.5-Coder-0.5B-Instruct": "embedded:qwen2.5-coder-0.5b",
+        "/models/x.gguf": "hf:/models/x.gguf",
+    }
+    assert {name: spec_of(SimpleNamespace(name=name)) for name in specs} == specs
 
 
 # ---------------------------------------------------------------------- runs
 def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path: Path) -> None:
-    model = ScriptedScorer()
-    out = tmp_path / "run"
-    result = run_tune(
-        model, questions=4, strategies=["edge", "passage_likelihood:placement=last"],
-        out=out, spec="embedded", progress=False,
-    )  # fmt: skip
+    model, out = ScriptedScorer(), tmp_path / "run"
+    strategies = ["edge", "passage_likelihood:placement=last"]
+    run = partial(run_tune, questions=4, strategies=strategies, out=out, spec="embedded")
+    result = run(model, progress=False)
     choice = read_tuned(out / "tuned.json")
-    assert [e["strategy"] for e in choice.evidence] == [
-        "retriever", "edge", "passage_likelihood:placement=last",
-    ]  # fmt: skip
+    assert [e["strategy"] for e in choice.evidence] == ["retriever", *strategies]
     assert choice.questions["first"] == TUNE_SKIP and choice.questions["n"] == 4
     assert choice.spec == "embedded" and choice.model == "scripted"
     assert choice.profile is not None and choice.profile.n_positions == 10
@@ -148,17 +133,12 @@ def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path
     assert min(ids) > TUNE_SKIP, "tune measured a question the reported figures use"
     assert len(ids) == 4
     # the scripted model answers right with the gold passage last: placing it last wins
-    chosen = next(
-        e for e in choice.evidence if e["strategy"] == "passage_likelihood:placement=last"
-    )
+    chosen = next(e for e in choice.evidence if e["strategy"] == strategies[1])
     assert chosen["accuracy"] >= choice.evidence[0]["accuracy"]
     assert result.row(setting="chosen")["strategy"] in {e["strategy"] for e in choice.evidence}
     # resumed: a second run into the folder generates nothing new
     before = len(model.prompts)
-    run_tune(
-        model, questions=4, strategies=["edge", "passage_likelihood:placement=last"],
-        out=out, spec="embedded", progress=False,
-    )  # fmt: skip
+    run(model, progress=False)
     assert len(model.prompts) == before
 
 
@@ -208,18 +188,20 @@ def test_the_tuned_reorderer_runs_the_chosen_row(tmp_path: Path) -> None:
     assert got.passages == want.passages
 
 
-def test_shards_need_a_given_profile(tmp_path: Path) -> None:
-    with pytest.raises(EvalConfigError, match="--shard with tune needs --profile"):
-        run_tune(ScriptedScorer(), questions=2, shard=(1, 2), out=tmp_path, progress=False)
-
-
-def test_skip_past_the_data_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(EvalConfigError, match="--skip 5000"):
-        run_tune(ScriptedScorer(), questions=2, skip=5000, out=tmp_path, progress=False)
-    with pytest.raises(EvalConfigError, match="--skip 1000000000"):
-        run_tune(ScriptedScorer(), skip=10**9, out=tmp_path / "run", progress=False)
-    assert not (tmp_path / "run").exists()  # refused before the run's folder was marked
-    assert list(tmp_path.iterdir()) == []
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"questions": 2, "shard": (1, 2)}, "--shard with tune needs --profile"),
+        ({"questions": 2, "skip": 5000}, "--skip 5000"),
+        ({"skip": 10**9}, "--skip 1000000000"),
+    ],
+)
+def test_shards_without_a_profile_or_a_skip_past_the_data_are_refused(
+    tmp_path: Path, options: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(EvalConfigError, match=says):
+        run_tune(ScriptedScorer(), out=tmp_path / "run", progress=False, **options)
+    assert list(tmp_path.iterdir()) == []  # refused before the run's folder was marked
 
 
 @pytest.mark.slow

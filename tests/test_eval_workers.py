@@ -1,9 +1,5 @@
-"""``workers``: a local model's chunks in forked processes (``rag_position.eval.engine._workers``).
-
-The embedded model in two workers writes the records one process on one thread writes,
-from processes other than the test's; a failing or dying worker stops the run with the
-chunks before it saved, and the rerun resumes; a server's model is refused.
-"""
+"""``workers``: a local model's chunks in forked processes: the records one thread writes, a
+failing or dying worker stops the run (the rerun resumes), a server's model is refused."""
 
 from __future__ import annotations
 
@@ -14,10 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,27 +31,18 @@ pytestmark = pytest.mark.skipif(not can_fork(), reason="workers need fork (Linux
 
 
 @pytest.fixture()
-def data(tmp_path: Path) -> Path:
-    return write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
-
-
-@pytest.fixture()
 def one_thread() -> Iterator[None]:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    yield
+    torch.set_num_threads(before)
 
 
 class PidLogged:
-    """The embedded model, writing the id of the process of each ``generate`` call to a
-    file (a worker's list would stay in the worker); everything else is the model's."""
+    """The embedded model, logging each ``generate`` call's process and threads to a file."""
 
     def __init__(self, model: Any, log: Path) -> None:
-        self._model = model
-        self._log = log
+        self._model, self._log = model, log
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
@@ -66,24 +53,22 @@ class PidLogged:
         return list(self._model.generate(prompts, **kwargs))
 
 
+def _raw(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+
+
 def _records(folder: Path) -> list[dict[str, Any]]:
-    """The prediction file's records without costs (their seconds differ between runs)."""
-    lines = (folder / "predictions.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(line).items() if not k.endswith("cost")} for line in lines]
+    """The records without costs (their seconds differ between runs)."""
+    return [{k: v for k, v in r.items() if not k.endswith("cost")} for r in _raw(folder)]
 
 
 def test_two_workers_write_what_one_thread_writes(
     embedded_fp32: Any, tmp_path: Path, one_thread: None
 ) -> None:
+    assert 0.4e9 < _weights_bytes(embedded_fp32) < 0.7e9  # 135M parameters in float32
     log = tmp_path / "pids.txt"
     model = PidLogged(embedded_fp32, log)
-    settings: dict[str, Any] = {
-        "questions": 2,
-        "positions": [0, 9],
-        "baselines": False,
-        "batch_size": 2,
-        "max_new_tokens": 12,
-    }
+    settings = dict(questions=2, positions=[0, 9], baselines=False, batch_size=2, max_new_tokens=12)
     run_multidoc(model, out=tmp_path / "one", workers=1, **settings)
     assert {line.split()[0] for line in log.read_text().splitlines()} == {str(os.getpid())}
     log.unlink()
@@ -96,13 +81,11 @@ def test_two_workers_write_what_one_thread_writes(
     assert {threads for _, threads in calls} == {"1"}
     assert len(_records(tmp_path / "two")) == 4
     assert _records(tmp_path / "two") == _records(tmp_path / "one")
-    report = (tmp_path / "two" / "report.md").read_text()
-    assert "| workers | 2 |" in report
+    assert "| workers | 2 |" in (tmp_path / "two" / "report.md").read_text()
 
 
 class FailsOn(Scripted):
-    """The scripted model, failing on one question's prompts, or ending its process there
-    (a worker killed by the system)."""
+    """The scripted model, failing on one question's prompts, or ending its process there."""
 
     def __init__(self, question: int, *, die: bool = False) -> None:
         super().__init__()
@@ -117,9 +100,8 @@ class FailsOn(Scripted):
 
 
 @pytest.mark.parametrize("die", [False, True], ids=["raises", "dies"])
-def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(
-    data: Path, tmp_path: Path, die: bool
-) -> None:
+def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(tmp_path: Path, die: bool) -> None:
+    data = write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
     whole = run_multidoc(Scripted(), data=data, questions=None, out=tmp_path / "whole")
     out = tmp_path / "cut"
     with pytest.raises(EvalRunError, match="rerun the same command") as err:
@@ -132,10 +114,9 @@ def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(
         assert "scripted failure on question 7" in str(err.value)
         assert "in worker process" in str(err.value)
         assert "scripted failure" in str(err.value.__cause__.__cause__)  # the worker's traceback
-    # jobs go question by question, 5 per question (3 positions, closed book, oracle):
-    # the chunks before question 7's (the 8th) are saved, in order
-    saved = PredictionStore(out / "predictions.jsonl")
-    assert len(saved) == 7 * 5
+    # 5 jobs per question (3 positions, closed book, oracle): those before question 7's
+    # (the 8th) are saved, in order
+    assert len(PredictionStore(out / "predictions.jsonl")) == 7 * 5
     instances = [r["instance"] for r in _raw(out)]
     assert instances == sorted(instances, key=lambda i: int(i.rsplit(":", 1)[1]))
 
@@ -147,64 +128,32 @@ def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(
     assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in whole.rows]
 
 
-def _raw(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
-
-
 def test_a_servers_model_is_refused_workers() -> None:
-    class Remote:
-        concurrency = 4
-
     with pytest.raises(EvalConfigError, match="--concurrency"):
-        check_workers(2, Remote())
-    assert check_workers(1, Remote()) == 1
+        check_workers(2, SimpleNamespace(concurrency=4))
+    assert check_workers(1, SimpleNamespace(concurrency=4)) == 1
     for bad in (0, -1, True, 1.5):
         with pytest.raises(EvalConfigError, match="--workers must be an integer"):
             check_workers(bad, object())  # type: ignore[arg-type]
 
 
 def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: None) -> None:
-    class Local:
-        device = torch.device("cpu")
-
-    class Remote(Local):
-        concurrency = 4
-
-    class Accelerated:
-        device = torch.device("meta")
-
-    assert auto_workers(Local()) == 1  # one thread: shares run side by side
+    """...but one when remote, accelerated, or the memory cannot hold its weights twice."""
+    cpu = torch.device("cpu")
+    assert auto_workers(SimpleNamespace(device=cpu)) == 1  # one thread: shares side by side
     torch.set_num_threads(3)
-    assert auto_workers(Local()) == 3
-    assert auto_workers(Remote()) == 1 and auto_workers(Accelerated()) == 1
+    assert auto_workers(SimpleNamespace(device=cpu)) == 3
+    assert auto_workers(SimpleNamespace(device=cpu, concurrency=4)) == 1
+    assert auto_workers(SimpleNamespace(device=torch.device("meta"))) == 1
     assert auto_workers(object()) == 1
-
-
-def test_by_default_a_model_the_memory_cannot_hold_twice_gets_one_worker(
-    one_thread: None,
-) -> None:
-    class Huge:
-        def numel(self) -> int:
-            return 10**15  # 4 PB of float32 weights
-
-        def element_size(self) -> int:
-            return 4
-
-    class Big:
-        device = torch.device("cpu")
-        model = types.SimpleNamespace(parameters=lambda: iter([Huge()]))
-
+    huge = SimpleNamespace(numel=lambda: 10**15, element_size=lambda: 4)  # 4 PB of float32
+    big = SimpleNamespace(device=cpu, model=SimpleNamespace(parameters=lambda: iter([huge])))
     torch.set_num_threads(4)  # the fixture restores the count
-    assert auto_workers(Big()) == 1
-
-
-def test_the_embedded_models_weights_are_counted(embedded_fp32: Any) -> None:
-    assert 0.4e9 < _weights_bytes(embedded_fp32) < 0.7e9  # 135M parameters in float32
+    assert auto_workers(big) == 1
 
 
 class Echo:
-    """Answers each prompt with itself reversed; logs every prompt it generates for,
-    with the process that generated it, to a file the test reads."""
+    """Answers each prompt reversed; logs each prompt, with its process, to a file."""
 
     name = "echo"
 
@@ -226,25 +175,19 @@ def _prepared_in(log: Path, prompt: str) -> Prepared:
     return Prepared(prompt=prompt, cost=Cost(lm_calls=1, prompt_tokens=len(prompt)))
 
 
-def test_a_prompt_of_an_earlier_chunk_is_generated_once_as_in_one_process(
-    tmp_path: Path,
-) -> None:
+def test_a_prompt_of_an_earlier_chunk_is_generated_once_as_in_one_process(tmp_path: Path) -> None:
     """Strategies share prompts (select_and_place_profile's are select_and_place's when
-    the profile's best place is the last): a chunk must reuse an earlier chunk's answer
-    even while that chunk is still running, as one process does."""
+    the profile's best place is the last): reuse an earlier, even running, chunk's answer."""
     prompts = [f"prompt {i % 5} of the run" for i in range(24)]  # each prompt 4 or 5 times
-
-    def jobs(log: Path) -> list[Job]:
-        return [
-            Job(Key("t", "echo", "s", f"q{i}", "x"), ("a",), partial(_prepared_in, log, p))
-            for i, p in enumerate(prompts)
-        ]
-
     results = {}
     for workers in (1, 2):
         log, prep = tmp_path / f"gen{workers}.txt", tmp_path / f"prep{workers}.txt"
+        jobs = [
+            Job(Key("t", "echo", "s", f"q{i}", "x"), ("a",), partial(_prepared_in, prep, p))
+            for i, p in enumerate(prompts)
+        ]
         store = PredictionStore(tmp_path / f"run{workers}" / "predictions.jsonl")
-        records = run_jobs(Echo(log), jobs(prep), store, batch_size=2, workers=workers)
+        records = run_jobs(Echo(log), jobs, store, batch_size=2, workers=workers)
         generated = [line.split(" ", 1) for line in log.read_text().splitlines()]
         assert sorted(p for _, p in generated) == sorted(set(prompts))  # each once
         pids = {pid for pid, _ in generated} | set(prep.read_text().split())
@@ -298,13 +241,11 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
         tests=str(Path(__file__).parent), log=str(log), folder=str(tmp_path),
         out=str(tmp_path / "run"),
     )  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # SIGINT's default restored in the child: pytest started in the background (`cmd &`
-    # from a script) has SIGINT ignored, which a child inherits, and Python then installs
-    # no KeyboardInterrupt handler, so the Ctrl-C test would wait forever.
+    # SIGINT's default restored in the child: pytest started in the background has SIGINT
+    # ignored, a child inherits that, and the Ctrl-C case would wait forever.
     run = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", script], env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
@@ -318,45 +259,27 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
     return run, workers
 
 
-def _gone_within(pids: set[int], seconds: float) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.1)
-    return {p for p in pids if _alive(p)}
-
-
-def _end(pids: set[int]) -> None:
-    for pid in pids:  # a failed test leaves nothing behind
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT"])
 def test_the_workers_die_with_the_runs_process(tmp_path: Path, how: str) -> None:
     """SIGKILL or SIGTERM of a ``--workers 2`` run left both workers alive minutes later,
-    re-parented to PID 1, at about 0.9 GB each."""
+    re-parented to PID 1, at about 0.9 GB each; Ctrl-C ends the run with one line."""
     run, workers = _start_run(tmp_path)
     try:
         os.kill(run.pid, getattr(signal, how))
-        run.communicate(timeout=30)
-        assert _gone_within(workers, 5.0) == set(), f"workers {workers} outlived the run"
+        _, err = run.communicate(timeout=30)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(_alive(p) for p in workers):
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in workers), f"workers {workers} outlived the run"
     finally:
-        _end(workers)
+        for pid in workers:  # a failed test leaves nothing behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         run.kill()
     if how == "SIGTERM":
         assert run.returncode in (143, -signal.SIGTERM), run.returncode
-
-
-def test_ctrl_c_ends_the_run_with_one_line(tmp_path: Path) -> None:
-    run, workers = _start_run(tmp_path)
-    try:
-        os.kill(run.pid, signal.SIGINT)
-        _, err = run.communicate(timeout=30)
-        assert _gone_within(workers, 5.0) == set()
-    finally:
-        _end(workers)
-        run.kill()
-    assert run.returncode == 130, err
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "interrupted" in lines[0], err
+    if how == "SIGINT":
+        assert run.returncode == 130, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "interrupted" in lines[0], err

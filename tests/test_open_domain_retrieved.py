@@ -1,20 +1,14 @@
-"""open-domain on the release's retrieval-results format, and on sentence chunks (fast).
-
-The retrieval files are written here: five questions with 55 ranked passages each,
-the ``hasanswer`` flags at chosen ranks, so that recall@k is known exactly. The
-reader is the scripted generator of test_eval_runner (right only when its gold
-passage is the first or the last document of the prompt).
-"""
+"""open-domain on the release's retrieval-results format (written here, ``hasanswer`` at
+chosen ranks: recall@k known exactly), and on sentence chunks; a scripted reader."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_eval_runner import Scripted
+from test_data import _write_jsonl as write
+from test_eval_runner import Scripted, write_gold_at_file
 
 from rag_position.errors import DataFormatError
 from rag_position.eval import EvalConfigError
@@ -43,31 +37,15 @@ def records(depth: int = DEPTH) -> list[dict[str, Any]]:
         for rank in range(1, depth + 1):
             text = f"GOLD the answer is ans{q}" if rank == gold else f"passage {rank} about {q}"
             score = 2.0 - rank / 100
-            ctxs.append(
-                {
-                    "id": str(1000 * q + rank),
-                    "title": f"T{q}-{rank}",
-                    "text": text,
-                    "score": str(score) if q % 2 else score,  # the release: strings
-                    "hasanswer": rank in flagged,
-                }
-            )
+            ctx = {"id": str(1000 * q + rank), "title": f"T{q}-{rank}", "text": text}
+            score_field = str(score) if q % 2 else score  # the release: strings
+            ctxs.append({**ctx, "score": score_field, "hasanswer": rank in flagged})
         record: dict[str, Any] = {"question": f"question {q}?", "answers": [f"ans{q}"]}
         record["ctxs"] = ctxs
         if q == 0:
             record["nq_annotated_gold"] = {"title": "T0-1", "chunked_long_answer": "..."}
         out.append(record)
     return out
-
-
-def write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    text = "".join(json.dumps(r) + "\n" for r in rows)
-    if path.suffix == ".gz":
-        with gzip.open(path, "wt", encoding="utf-8") as fout:
-            fout.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture()
@@ -115,71 +93,47 @@ def test_plain_jsonl_questions_and_smaller_ks(tmp_path: Path) -> None:
 
 
 def test_format_detection(retrieved: Path, tmp_path: Path) -> None:
-    from test_eval_runner import write_gold_at_file
-
     assert is_retrieval_results(retrieved)
     assert not is_retrieval_results(write_gold_at_file(tmp_path / "gold_at.jsonl"))  # isgold
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    assert not is_retrieval_results(empty)
+    assert not is_retrieval_results(write(tmp_path / "empty.jsonl", []))
 
 
-def _drop(field: str) -> Any:
-    def edit(rows: list[dict[str, Any]]) -> None:
-        del rows[1]["ctxs"][6][field]
-
-    return edit
-
-
-def _set(line: int, key: str, value: Any) -> Any:
-    def edit(rows: list[dict[str, Any]]) -> None:
-        rows[line - 1][key] = value
-
-    return edit
-
-
-def _set_ctx(field: str, value: Any) -> Any:
-    def edit(rows: list[dict[str, Any]]) -> None:
-        rows[1]["ctxs"][6][field] = value
-
-    return edit
+DROP = object()
 
 
 @pytest.mark.parametrize(
-    ("edit", "message"),
+    ("line", "ctx", "field", "value", "message"),
     [
-        (_drop("hasanswer"), r"line 2: missing field 'ctxs\[6\]\.hasanswer'"),
-        (_drop("id"), r"line 2: missing field 'ctxs\[6\]\.id'"),
-        (_drop("title"), r"line 2: missing field 'ctxs\[6\]\.title'"),
-        (_drop("text"), r"line 2: missing field 'ctxs\[6\]\.text'"),
-        (_drop("score"), r"line 2: missing field 'ctxs\[6\]\.score'"),
-        (_set_ctx("hasanswer", "yes"), r"line 2: field 'ctxs\[6\]\.hasanswer' must be bool"),
-        (_set_ctx("score", "high"), r"line 2: field 'ctxs\[6\]\.score' must be a number"),
-        (_set_ctx("score", True), r"line 2: field 'ctxs\[6\]\.score' must be str or int or"),
-        (_set(3, "ctxs", records()[2]["ctxs"][:40]), r"line 3: field 'ctxs' holds 40 passages"),
-        (_set(2, "answers", []), r"line 2: field 'answers' is empty"),
-        (_set(2, "answers", "ans1"), r"line 2: field 'answers' must be list"),
-        (_set(4, "question", 7), r"line 4: field 'question' must be str"),
+        *[
+            (2, 6, field, DROP, rf"missing field 'ctxs\[6\]\.{field}'")
+            for field in ("hasanswer", "id", "title", "text", "score")
+        ],
+        (2, 6, "hasanswer", "yes", r"field 'ctxs\[6\]\.hasanswer' must be bool"),
+        (2, 6, "score", "high", r"field 'ctxs\[6\]\.score' must be a number"),
+        (2, 6, "score", True, r"field 'ctxs\[6\]\.score' must be str or int or"),
+        (3, None, "ctxs", records()[2]["ctxs"][:40], r"field 'ctxs' holds 40 passages"),
+        (2, None, "answers", [], r"field 'answers' is empty"),
+        (2, None, "answers", "ans1", r"field 'answers' must be list"),
+        (4, None, "question", 7, r"field 'question' must be str"),
+        (3, None, "answers", DROP, r"missing field 'answers'"),
     ],
 )
-def test_malformed_lines_name_file_line_and_field(tmp_path: Path, edit: Any, message: str) -> None:
+def test_malformed_lines_name_file_line_and_field(
+    tmp_path: Path, line: int, ctx: int | None, field: str, value: Any, message: str
+) -> None:
     rows = records()
-    edit(rows)
+    edited = rows[line - 1] if ctx is None else rows[line - 1]["ctxs"][ctx]
+    if value is DROP:
+        del edited[field]
+    else:
+        edited[field] = value
     path = write(tmp_path / "retrieved.jsonl", rows)
     model = Scripted()
-    with pytest.raises(DataFormatError, match=message) as info:
+    with pytest.raises(DataFormatError, match=f"line {line}: {message}") as info:
         run_open_domain(model, data=path, out=tmp_path / "out")
     assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
     assert not model.prompts and not (tmp_path / "out").exists()  # checked before running
-
-
-def test_missing_question_field(tmp_path: Path) -> None:
-    rows = records()
-    del rows[2]["answers"]
-    path = write(tmp_path / "retrieved.jsonl", rows)
-    with pytest.raises(DataFormatError, match=r"retrieved\.jsonl: line 3: missing field 'answers'"):
-        load_retrieved(path, depth=50)
-    assert len(load_retrieved(path, depth=50, limit=2)) == 2  # lines past the limit: unread
+    assert len(load_retrieved(path, depth=50, limit=line - 1)) == line - 1  # the rest unread
 
 
 def test_corpus_options_do_not_apply_to_retrieval_results(retrieved: Path, tmp_path: Path) -> None:
@@ -190,19 +144,15 @@ def test_corpus_options_do_not_apply_to_retrieval_results(retrieved: Path, tmp_p
 
 
 def test_sentence_chunks() -> None:
-    a = Passage("One is here. Two is there! Three? Four.", title="A")
+    sentences = ["One is here.", "Two is there!", "Three?", "Four."]
+    a = Passage(" ".join(sentences), title="A")
     b = Passage("One is here.", title="A")  # a duplicate of a's first chunk
     assert [(c.title, c.text) for c in sentence_chunks([a, b], 2)] == [
         ("A", "One is here. Two is there!"),
         ("A", "Three? Four."),
         ("A", "One is here."),
     ]
-    assert [c.text for c in sentence_chunks([a, b], 1)] == [
-        "One is here.",
-        "Two is there!",
-        "Three?",
-        "Four.",
-    ]
+    assert [c.text for c in sentence_chunks([a, b], 1)] == sentences
     assert [c.text for c in sentence_chunks([a], 9)] == [a.text]
     with pytest.raises(ValueError, match="positive"):
         sentence_chunks([a], 0)
