@@ -1,7 +1,8 @@
 """How long ``rag-position serve`` takes to answer, start after start (JSON out).
 
     python benchmarks/serve_start.py --starts 2 --out benchmarks/results/serve-start.json
-    python benchmarks/serve_start.py --aot 1 --starts 2 --out benchmarks/results/serve-start-aot.json
+    python benchmarks/serve_start.py --aot 1 --starts 2 \\
+        --out benchmarks/results/serve-start-aot.json
 
 Each start runs ``rag-position serve`` (the embedded model, float32, window 4096, as the
 tests start it) until it prints its spec, then stops it with Ctrl-C; the seconds from the
@@ -51,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         seconds = time.perf_counter() - t0
         server.stop()
         log = server.log.read_text(errors="replace")
-        starts.append({"seconds": round(seconds, 1), "compile_cache_load_failed": FAILED_LOAD in log})
+        failed = FAILED_LOAD in log
+        starts.append({"seconds": round(seconds, 1), "compile_cache_load_failed": failed})
         print(f"start {len(starts)}: {seconds:.1f} s", flush=True)
     report = run_header("rag-position serve start-up", "serve_start.py", argv, load_start, started)
     report["VLLM_USE_AOT_COMPILE"] = args.aot or "unset (serve chooses)"
