@@ -78,11 +78,10 @@ def test_generation_is_the_first_line_and_matches_the_local_model(
     assert served == local.generate(prompts, max_new_tokens=16, stop=["\n"])
 
 
-@pytest.mark.parametrize("scoring", ["forced", "echo"])
-def test_score_spans_match_the_local_backend(
-    vllm_gemma_server: Any, local: Any, scoring: str
-) -> None:
-    remote = load_model(vllm_gemma_server.spec, scoring=scoring)
+@pytest.fixture(scope="module")
+def local_spans(local: Any) -> tuple[list[str], list[tuple[int, int]], list[Any]]:
+    """Three ten-passage prompts' question spans and one mid-prompt span, scored locally
+    once for both scoring modes."""
     prompts, spans = [], []
     for question, passages in _instances(3, 10):
         prompt = render_qa(question, passages)
@@ -92,7 +91,15 @@ def test_score_spans_match_the_local_backend(
     prompts.append(prompts[0])
     spans.append((mid + 3, mid + 40))  # a span starting inside a word, mid-prompt
     assert min(local.count_tokens(p) for p in prompts) > 1024  # past the sliding window
-    want = local.score_spans(prompts, spans)
+    return prompts, spans, local.score_spans(prompts, spans)
+
+
+@pytest.mark.parametrize("scoring", ["forced", "echo"])
+def test_score_spans_match_the_local_backend(
+    vllm_gemma_server: Any, local_spans: Any, scoring: str
+) -> None:
+    remote = load_model(vllm_gemma_server.spec, scoring=scoring)
+    prompts, spans, want = local_spans
     got = remote.score_spans(prompts, spans)
     for i, (a, b) in enumerate(zip(want, got, strict=True)):
         assert a.n_tokens == b.n_tokens, (i, a, b)
