@@ -49,6 +49,7 @@ import json
 import math
 import os
 import re
+import secrets
 import stat
 import zlib
 from pathlib import Path
@@ -174,6 +175,7 @@ def parse_json(
 
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _INTERESTING = re.compile(r'["\\\[\]{}]')
 
 
@@ -269,6 +271,24 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 
 def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """``text`` (UTF-8) as the whole of ``path``: written to a new file of a random name
+    beside it, then renamed over it, so that a reader never sees half a file, and no
+    link or FIFO left at a fixed temporary name is written through or blocks the write
+    (the new file is created exclusively, mode 0666 less the umask); on failure the
+    temporary file is removed and ``path`` is as it was."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fout:
+            fout.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def check_output_file(

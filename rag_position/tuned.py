@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rag_position._jsonfile import check_output_file, read_json
+from rag_position._jsonfile import check_output_file, read_json, write_atomic
 from rag_position._tuned_checks import Evidence, Questions, check_profile, check_row, readable
 from rag_position._tuned_checks import accepted_options as accepted_options
 from rag_position._tuned_checks import check_options as check_options
@@ -296,16 +296,12 @@ class TunedChoice(BaseModel):
         """
         target = check_output_file(path, what="tuned file")
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, target)
+            write_atomic(target, text)
         except OSError as exc:
             raise OSError(
                 exc.errno, f"cannot write tuned file {os.fspath(target)}: {exc.strerror or exc}"
             ) from None
-        finally:
-            tmp.unlink(missing_ok=True)
         return target
 
 

@@ -5,7 +5,6 @@ or a write through a link."""
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import threading
@@ -21,6 +20,7 @@ from rag_position.cli import main
 from rag_position.errors import BackendError
 from rag_position.eval.engine.common import Decoding
 from rag_position.eval.engine.marker import RunMarker, check_run_folder, write_marker
+from rag_position.eval.engine.report import Section, write_report
 from rag_position.strategies import edge_reorder, profile_reorder
 from rag_position.strategies.profiles import PositionProfile
 
@@ -34,20 +34,33 @@ def test_a_deep_line_in_an_unmarked_folder_is_not_a_traceback(tmp_path: Path) ->
     check_run_folder(tmp_path, task="compare", decoding=Decoding(), model="m")
 
 
-def test_the_marker_is_never_written_through_a_link_or_into_a_fifo(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["run.json", "report.md", "summary.json", "summary.csv"])
+def test_a_runs_files_are_never_written_through_a_link_or_into_a_fifo(
+    tmp_path: Path, name: str
+) -> None:
+    """Each is written whole through a new file of a random name (``write_atomic``): a link
+    left at the old fixed temporary name was written through, a FIFO there blocked."""
     victim = tmp_path / "victim"
     victim.write_text("mine")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "run.json.tmp").symlink_to(victim)
-    marker = RunMarker("compare", "m", Decoding().as_dict(), "rag-position eval compare")
-    write_marker(run, marker)
-    assert victim.read_text() == "mine"
-    assert json.loads((run / "run.json").read_text())["task"] == "compare"
-    (run / "run.json.tmp").unlink()
-    os.mkfifo(run / "run.json.tmp")  # would block a write at that fixed name forever
-    write_marker(run, marker)
-    assert sorted(p.name for p in run.iterdir()) == ["run.json", "run.json.tmp"]
+    left = run / f"{name}.tmp"
+
+    def write() -> None:
+        if name == "run.json":
+            marker = RunMarker("compare", "m", Decoding().as_dict(), "rag-position eval compare")
+            write_marker(run, marker)
+        else:
+            section = Section("Demo", "demo", rows=[{"setting": "x", "accuracy": 0.5}])
+            write_report(run, [section], title="Demo", command="x", settings={})
+
+    left.symlink_to(victim)
+    write()
+    assert victim.read_text() == "mine" and (run / name).is_file()
+    left.unlink()
+    os.mkfifo(left)  # would block a write at that fixed name forever
+    write()
+    assert not [p.name for p in run.iterdir() if p.name.startswith(f".{name}.")]  # none left
 
 
 class _Hostile(BaseHTTPRequestHandler):
@@ -125,15 +138,16 @@ def test_a_pool_cache_claiming_more_than_it_holds_is_ignored(
     assert "ignoring unreadable cache file" in caplog.text
 
 
-def test_compare_refuses_an_unknown_strategy_before_the_model_loads(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("task", ["compare", "open-domain"])
+def test_an_unknown_strategy_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], task: str
 ) -> None:
     out = tmp_path / "run"
     for strategies, said in [
         ("retriever,nosuch", "unknown ['nosuch']"),
         ("select_and_place:bogus=1", "takes no option 'bogus'"),
     ]:
-        argv = ["eval", "compare", "--model", "openai:http://127.0.0.1:9/v1/m"]  # unreachable
+        argv = ["eval", task, "--model", "openai:http://127.0.0.1:9/v1/m"]  # unreachable
         code = main([*argv, "--strategies", strategies, "--out", str(out)])
         assert code == 2 and said in capsys.readouterr().err
     assert not out.exists()

@@ -29,7 +29,6 @@ from rag_position.eval.engine.common import EvalConfigError, EvalRunError
 from rag_position.eval.engine.report import EvalResult, acc_cell
 from rag_position.eval.engine.task import TaskSpec
 from rag_position.eval.engine.worker_process import Terminated
-from rag_position.eval.rows.catalog import select_strategies
 from rag_position.eval.tasks.compare import COMPARE
 from rag_position.eval.tasks.gauge import GAUGE
 from rag_position.eval.tasks.kv import KV
@@ -122,8 +121,6 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             check_tune_files(params, tuned_flag=flag)  # the files it writes and reads
             check_candidates(params.get("strategies"))  # their options too
         check_strategy_options(params.get("strategies"))  # option values, before any work
-        if spec is COMPARE and params.get("strategies") is not None:  # names, unknown options
-            select_strategies(list(params["strategies"]), params.get("strategy_options"))
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
         model = load_model(args.model, **model_options(args))
         if isinstance(params.get("scorer"), str):

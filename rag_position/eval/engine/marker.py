@@ -32,14 +32,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_position import __version__
-from rag_position._jsonfile import file_kind, read_json
+from rag_position._jsonfile import file_kind, read_json, write_atomic
 from rag_position.errors import DataFormatError
 from rag_position.eval.engine.common import Decoding, EvalConfigError
 from rag_position.eval.engine.folder_lock import check_folder_free
@@ -110,17 +109,7 @@ def read_marker(folder: PathLike) -> RunMarker | None:
 
 def write_marker(folder: PathLike, marker: RunMarker) -> None:
     """Write ``marker`` as the folder's ``run.json`` (replacing it whole)."""
-    path = Path(folder) / RUN_FILE
-    # a new file of a name no one chose (never a FIFO or a link left at a fixed name,
-    # which would block the run or write through to wherever it points), then renamed
-    fd, tmp = tempfile.mkstemp(prefix=f".{RUN_FILE}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as fout:
-            fout.write(marker.as_json())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(Path(folder) / RUN_FILE, marker.as_json())
 
 
 def check_run_folder(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_position._jsonfile import write_atomic
 from rag_position.eval.engine.store import PREDICTIONS_FILE
 
 SUMMARY_JSON = "summary.json"
@@ -163,11 +163,11 @@ def write_report(
         ],
     }
     summary_json = out / SUMMARY_JSON
-    _write_text(summary_json, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(summary_json, json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     summary_csv = out / SUMMARY_CSV
-    _write_text(summary_csv, _csv([row for s in sections for row in s.rows]))
+    write_atomic(summary_csv, _csv([row for s in sections for row in s.rows]))
     report = out / REPORT_MD
-    _write_text(report, _markdown(sections, title=title, command=command, settings=settings))
+    write_atomic(report, _markdown(sections, title=title, command=command, settings=settings))
     return EvalResult(
         out, list(sections), report, summary_json, summary_csv, out / PREDICTIONS_FILE
     )
@@ -267,9 +267,3 @@ def _csv_value(value: Any) -> Any:
 def _cell(value: Any) -> str:
     text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
     return text.replace("|", "\\|")
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

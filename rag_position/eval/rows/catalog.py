@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from rag_position.cost import Cost, spent_by
 from rag_position.data import QAInstance, place_gold
 from rag_position.eval.engine.common import EvalConfigError, Prepared, gold_info
+from rag_position.eval.engine.params import names
 from rag_position.eval.rows import (
     FRAMEWORK_ROWS,
     GOLD_ALONE,
@@ -241,6 +242,25 @@ def select_strategies(
             strategy = TableStrategy(name, strategy.spec, {**strategy.options, **own})
         chosen.append(strategy)
     return chosen
+
+
+def strategy_names(text: str | None) -> list[str] | None:
+    """``--strategies`` of ``compare`` and ``open-domain``: the names (:func:`names`), each
+    a known row with options it takes, checked when the option is read, before the model
+    loads (the options given apart, ``--profile``, are the task's to merge).
+
+    Example:
+        >>> strategy_names("retriever, select_and_place:mass=0.99")
+        ['retriever', 'select_and_place:mass=0.99']
+        >>> strategy_names("nosuch")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rag_position.eval.engine.common.EvalConfigError: --strategies: unknown ['nosuch']; ...
+    """
+    found = names(text)
+    if found is not None:
+        select_strategies(found)
+    return found
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:

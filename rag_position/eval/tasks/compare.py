@@ -51,6 +51,7 @@ from rag_position.eval.rows.catalog import (
     seed_name,
     select_strategies,
     split_variant,
+    strategy_names,
 )
 from rag_position.eval.rows.lingua import LINGUA_ROWS, lingua_installed, lingua_model_problem
 from rag_position.eval.rows.scoring import SharedScoring
@@ -71,7 +72,14 @@ COMPARE = TaskSpec(
     "every strategy on the same instances, with costs",
     (
         docs_param(),
-        Param("strategies", None, "comma-separated (default: all)", "--strategies", {}, names),
+        Param(
+            "strategies",
+            None,
+            "comma-separated (default: all)",
+            "--strategies",
+            {},
+            strategy_names,
+        ),
         WORST_POSITION,
         Param(
             "gold",

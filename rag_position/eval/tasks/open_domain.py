@@ -38,14 +38,19 @@ from rag_position.eval.engine.common import (
     derive_seed,
 )
 from rag_position.eval.engine.context import RunContext
-from rag_position.eval.engine.params import EMBEDDER, SCORER, Param, int_list, names
+from rag_position.eval.engine.params import EMBEDDER, SCORER, Param, int_list
 from rag_position.eval.engine.plots import Panel, plot_panels
 from rag_position.eval.engine.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.engine.runner import Job
 from rag_position.eval.engine.stats import bootstrap_ci, summarize
 from rag_position.eval.engine.task import TaskRun, TaskSpec
 from rag_position.eval.rows import OPEN_DOMAIN_STRATEGIES, RETRIEVER
-from rag_position.eval.rows.catalog import EvalStrategy, seed_name, select_strategies
+from rag_position.eval.rows.catalog import (
+    EvalStrategy,
+    seed_name,
+    select_strategies,
+    strategy_names,
+)
 from rag_position.eval.rows.scoring import PromptScores
 from rag_position.eval.tasks.datasets import LazyEmbedder, default_oracle_path
 from rag_position.eval.tasks.ranked import (
@@ -89,7 +94,7 @@ OPEN_DOMAIN = TaskSpec(
             "retriever, the top k as ranked); e.g. retriever,select_and_place",
             "--strategies",
             {},
-            names,
+            strategy_names,
             omit_default=True,
         ),
         SCORER,
