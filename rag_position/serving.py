@@ -427,8 +427,8 @@ class VLLMServer:
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
             # vLLM 0.32's AOT compile artifacts fail to load on the CPU ("'function' object
             # has no attribute 'finalize_loading'"), so every start compiled the model again
-            # (about a minute); its older compile cache loads: measured 107.6 s for a first
-            # start and 50.2 s for the next on a loaded 2-core CPU (docs/serving.md).
+            # (about a minute); its older compile cache loads: 36.5 s a start against 67 s
+            # on an idle 2-core CPU (benchmarks/serve_start.py, docs/serving.md).
             env.setdefault("VLLM_USE_AOT_COMPILE", "0")
             if (os.cpu_count() or 1) <= 2:
                 # vLLM keeps one core for its API server by default, which on a 2-core
