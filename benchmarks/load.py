@@ -86,7 +86,6 @@ from load_support import (  # the corpus, pipelines, comparing, memory, servers
     ServeProcess,
     build_corpus,
     pipelines,
-    serve_double,
 )
 
 
@@ -276,13 +275,6 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "serve-double":
-        child = argparse.ArgumentParser()
-        child.add_argument("command")
-        child.add_argument("--model", default="tiny")
-        child.add_argument("--seed", type=int, default=0)
-        opts = child.parse_args()
-        return serve_double(opts.model, opts.seed)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/load.json")
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")

@@ -1,6 +1,8 @@
 """benchmarks/load.py's parts: the corpus and pipelines, comparing results, memory, the servers.
 
 Imported by ``benchmarks/load.py`` (run as a script, its folder is on ``sys.path``).
+Run as a script itself, ``load_support.py serve-double --model tiny --seed 0`` is the
+double's child process (:class:`DoubleProcess` starts it so).
 """
 
 from __future__ import annotations
@@ -507,3 +509,19 @@ def serve_double(model_kind: str, seed: int) -> int:
     finally:
         server.shutdown()
     return 0
+
+
+def _child_main() -> int:
+    """``serve-double --model KIND --seed N``: :func:`serve_double`."""
+    import argparse
+
+    child = argparse.ArgumentParser()
+    child.add_argument("command", choices=["serve-double"])
+    child.add_argument("--model", default="tiny", choices=["tiny", "embedded"])
+    child.add_argument("--seed", type=int, default=0)
+    opts = child.parse_args()
+    return serve_double(opts.model, opts.seed)
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -111,6 +111,11 @@ S = "rag-position serve: error: argument"
         ("eval compare --strategies {v}mass=true", "error: --strategies: {v}mass=true", "option `"),
         ("eval compare --strategies {v}top_n=0", "error: --strategies: {v}top_n=0", "option `"),
         ("eval compare --strategies {v}mass=2", "error: --strategies: {v}mass=2", "option `"),
+        # a scorer's spec was refused only once the reader had loaded (10 s)
+        ("tune --scorer bogus:x", "error: unknown model spec 'bogus:x' for `--scorer`"),
+        ("eval compare --scorer hf:", "error: unknown model spec 'hf:' for `--scorer`"),
+        ("eval multidoc --model bogus:x", "error: unknown model spec 'bogus:x' for `--model`"),
+        ("tune --scorer hf:{t}/none", "error: model spec 'hf:{t}/none': no such folder or file"),
     ],
     ids=lambda case: case[0],
 )

@@ -167,3 +167,27 @@ def test_llama_index_calls_at_once_get_their_own_results(
     spec: str, corpus: Any, query: bool
 ) -> None:
     _check_overlapping_calls(*_llama_index(spec, corpus, query))
+
+
+def test_the_load_benchmarks_double_starts_and_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split out of ``benchmarks/load.py``, the double's child ran a module without its
+    entry point: it exited at once and every ``--quick`` run failed before its first call."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import httpx
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "load_support.py"
+    found = importlib.util.spec_from_file_location("load_support", path)
+    assert found is not None and found.loader is not None
+    support = importlib.util.module_from_spec(found)
+    monkeypatch.setitem(sys.modules, "load_support", support)  # its dataclasses look it up
+    found.loader.exec_module(support)
+    double = support.DoubleProcess("tiny", 0).start(timeout=120)
+    try:
+        assert double.spec.startswith("openai:http://127.0.0.1:")
+        reply = httpx.get(f"{double.url}/models", timeout=30).json()
+        assert [entry["id"] for entry in reply["data"]] == [double.name]
+    finally:
+        double.stop()

@@ -247,3 +247,21 @@ def test_a_second_run_into_a_folder_in_use_is_refused_at_once_and_the_lock_relea
     first = open_context(Scripted(), out)
     second = open_context(Scripted(), out)
     assert first.store.path == second.store.path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_lock_file_that_is_not_a_file_is_refused_before_the_model_loads(
+    kind: str, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A FIFO at ``.run.lock`` was refused only after the model had loaded (17 s)."""
+    out = tmp_path / "md"
+    out.mkdir()
+    lock = out / ".run.lock"
+    os.mkfifo(lock) if kind == "fifo" else lock.symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setattr(eval_cli, "load_model", _never)
+    argv = ["eval", "multidoc", "--data", str(data), "--out", str(out), "--no-progress"]
+    code, err = _cli(argv, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert f"{lock} is not a regular file; remove it" in err
+    assert not (tmp_path / "elsewhere").exists() and sorted(os.listdir(out)) == [".run.lock"]

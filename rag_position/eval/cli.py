@@ -40,7 +40,7 @@ from rag_position.eval.tasks.quick import QUICK
 from rag_position.eval.tasks.swim import SWIM
 from rag_position.eval.tasks.tune import TUNE, check_candidates, check_tune_files
 from rag_position.eval.tasks.voting import VOTING
-from rag_position.models import find_backend, load_model
+from rag_position.models import check_spec, find_backend, load_model
 
 SPECS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -122,6 +122,9 @@ def eval_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             check_candidates(params.get("strategies"))  # their options too
         check_strategy_options(params.get("strategies"))  # option values, before any work
         spec.check_run_folder(spec.values(params))  # the model's part once it has loaded
+        check_spec(args.model, "--model", present=True)  # both before either loads
+        if isinstance(params.get("scorer"), str):
+            check_spec(params["scorer"], "--scorer", present=True)
         model = load_model(args.model, **model_options(args))
         if isinstance(params.get("scorer"), str):
             params["scorer"] = load_model(params["scorer"], **scorer_options(args))

@@ -293,16 +293,21 @@ def parse_spec(spec: str) -> ParsedSpec | None:
     return ParsedSpec(backend, target)
 
 
-def check_spec(spec: str, what: str) -> None:
+def check_spec(spec: str, what: str, *, present: bool = False) -> None:
     """Refuse a spec string ``load_model`` would refuse, before anything is loaded.
 
     ``what`` names the option the spec came in (``"scorer"``, ``"llm"``) in the error.
+    With ``present=True`` the backend's own check runs too, as in ``load_model``: the
+    file, folder or extra the spec names is there (no torch, no network).
     """
     _check_encodable(spec)
-    if parse_spec(spec) is None:
+    parsed = parse_spec(spec)
+    if parsed is None:
         raise ModelSpecError(
             f"unknown model spec {spec!r} for `{what}`; accepted: {ACCEPTED_SPECS}"
         )
+    if present and parsed.backend.check is not None:
+        parsed.backend.check(spec)
 
 
 def openai_spec(base_url: str, model: str | None = None) -> str:

@@ -127,15 +127,21 @@ def lock_run_folder(folder: str | os.PathLike[str]) -> FolderLock:
 
 
 def check_folder_free(folder: str | os.PathLike[str]) -> None:
-    """Refuse ``folder`` when another process's run holds it (nothing is created: a
-    folder without a lock file is free)."""
+    """Refuse ``folder`` when another process's run holds it, or when its lock file is
+    not a regular file (nothing is created: a folder without a lock file is free)."""
     path = Path(folder)
     if fcntl is None or not path.is_dir():
         return
     lock = path / LOCK_FILE
     with _GUARD:
-        if _holds(_key(path)) or not lock.is_file():
+        if _holds(_key(path)):
             return
+        try:
+            mode = os.lstat(lock).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(mode):  # a FIFO, device, folder or link: refused before any work
+            raise EvalConfigError(f"--out {path}: {lock} is not a regular file; remove it")
         try:
             fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK | _FLAGS)
         except OSError:
