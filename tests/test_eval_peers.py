@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -142,14 +144,26 @@ def test_batched_similarities_are_the_filters() -> None:
         assert np.allclose(scores, _cosines(instance), atol=1e-5)
 
 
+SIMILARITIES = Path(__file__).resolve().parents[1] / "results/threshold/similarities.json"
+
+
 @pytest.mark.slow
 def test_the_threshold_constant_is_what_the_function_chooses() -> None:
-    """Embeds 200 dev questions and their 1,196 distinct passages (a few minutes on a
-    loaded 2-core machine)."""
-    choice = threshold.choose_threshold(threshold.threshold_instances())
-    assert choice.questions == 200
-    assert choice.threshold == peers.EMBEDDINGS_FILTER_THRESHOLD
+    """The constant is the function's choice on the committed similarities of the 200
+    questions (``python -m rag_position.eval.rows.threshold --out`` that file: 1,396 texts,
+    about a minute), and every 25th question's, embedded here again, are the committed ones."""
+    record = json.loads(SIMILARITIES.read_text())
+    instances = threshold.threshold_instances()
+    assert record["ids"] == [instance.id for instance in instances]
+    similarities = record["similarities"]
+    choice = threshold.choose_threshold(instances, similarities=similarities)
+    assert choice.questions == 200 == len(similarities)
+    assert choice.threshold == peers.EMBEDDINGS_FILTER_THRESHOLD == record["choice"]["threshold"]
     assert choice.gold_kept > choice.distractor_kept
+    sample = range(0, 200, 25)
+    again = threshold.all_similarities([instances[i] for i in sample])
+    for i, scores in zip(sample, again, strict=True):
+        assert np.allclose(scores, similarities[i], atol=1e-5), i
 
 
 def test_choose_threshold_maximises_youden_j_lowest_on_a_tie(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dev_cache import dev_cache
 
 pytestmark = pytest.mark.lint  # pytest --all, as CI runs it
 
@@ -57,5 +58,4 @@ def _mypy_cache(target: str) -> Path:
     mypy compares each module's source hash, so a cache never hides a change."""
     if os.environ.get("MYPY_CACHE_DIR"):
         return Path(os.environ["MYPY_CACHE_DIR"]) / target
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return home / "rag-position-dev" / "mypy" / target
+    return dev_cache("mypy") / target

@@ -5,8 +5,11 @@ maximising Youden's J on dev questions the reported figures never use
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -71,14 +74,19 @@ def all_similarities(instances: Sequence[QAInstance]) -> list[list[float]]:
 
 
 def choose_threshold(
-    instances: Sequence[QAInstance], grid: Sequence[float] = THRESHOLD_GRID
+    instances: Sequence[QAInstance],
+    grid: Sequence[float] = THRESHOLD_GRID,
+    similarities: Sequence[Sequence[float]] | None = None,
 ) -> ThresholdChoice:
     """The ``grid`` value maximising Youden's J over ``instances``: the rate of gold
     passages above it minus the rate of distractors above it (``EmbeddingsFilter`` keeps
-    a similarity strictly above its threshold); the lowest such value on a tie."""
+    a similarity strictly above its threshold); the lowest such value on a tie.
+    ``similarities`` are each instance's (:func:`all_similarities`, computed when not given)."""
+    if similarities is None:
+        similarities = all_similarities(instances)
     gold: list[float] = []
     other: list[float] = []
-    for instance, scores in zip(instances, all_similarities(instances), strict=True):
+    for instance, scores in zip(instances, similarities, strict=True):
         for i, score in enumerate(scores):
             (gold if i == instance.gold_index else other).append(score)
     if not gold or not other:
@@ -101,9 +109,30 @@ def threshold_instances(questions: tuple[int, int] = THRESHOLD_QUESTIONS) -> lis
     return load_multidoc(None, docs=10, questions=stop).instances[start:stop]
 
 
-def main() -> None:
-    """Print the threshold :func:`choose_threshold` gives on :data:`THRESHOLD_QUESTIONS`."""
-    choice = choose_threshold(threshold_instances())
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the threshold :func:`choose_threshold` gives on :data:`THRESHOLD_QUESTIONS`;
+    with ``--out FILE.json``, write the similarities it was chosen from and the choice
+    (``results/threshold/similarities.json``, which the tests check the constant on)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rag_position.eval.rows.threshold")
+    parser.add_argument("--out", help="write the similarities and the choice to this JSON file")
+    args = parser.parse_args(argv)
+    instances = threshold_instances()
+    similarities = all_similarities(instances)
+    choice = choose_threshold(instances, similarities=similarities)
+    if args.out:
+        from rag_position._jsonfile import write_atomic
+
+        record = {
+            "command": "python -m rag_position.eval.rows.threshold --out " + args.out,
+            "questions": list(THRESHOLD_QUESTIONS),
+            "ids": [instance.id for instance in instances],
+            "choice": dataclasses.asdict(choice),
+        }
+        rows = ",\n  ".join(json.dumps(row) for row in similarities)  # a question a line
+        head = json.dumps(record, indent=1).removesuffix("\n}")
+        write_atomic(Path(args.out), f'{head},\n "similarities": [\n  {rows}\n ]\n}}\n')
     print(
         f"threshold {choice.threshold:.2f}: gold kept {choice.gold_kept:.3f}, distractors "
         f"kept {choice.distractor_kept:.3f}, J {choice.youden_j:.3f} "
