@@ -430,34 +430,15 @@ def serve_double(model_kind: str, seed: int) -> int:
     """The child process: the double on 127.0.0.1, breaking replies as the parent asks."""
     import torch
 
-    from rag_position.models.transformers_backend import TransformersModel
     from rag_position.testing._faults import BREAKS
     from rag_position.testing.openai_double import ModelServer, OpenAIHandler
+    from rag_position.testing.tiny_model import tiny_random_model
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if model_kind == "embedded":
         model = load_model("embedded", dtype="float32", chat_template=False)
     else:
-        from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-        from rag_position.serving import model_folder
-
-        folder, _ = model_folder("embedded")
-        tokenizer = AutoTokenizer.from_pretrained(folder)
-        torch.manual_seed(seed)
-        config = LlamaConfig(
-            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=4096, tie_word_embeddings=True, initializer_range=0.5,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        )  # fmt: skip
-        model = TransformersModel(
-            LlamaForCausalLM(config).eval(),  # type: ignore[no-untyped-call]
-            tokenizer,
-            name="tiny-random",
-            chat_template=False,
-            max_context=4096,
-        )
+        model = tiny_random_model(seed)
 
     state: dict[str, Any] = {"rate": 0.0, "kinds": [], "queued": Counter()}
     rng = random.Random(seed)

@@ -6,6 +6,8 @@
   into a real server's replies (vLLM) by a proxy in front of it.
 - :mod:`rag_position.testing.serve_process`: ``rag-position serve`` in a child process,
   started and stopped as a user would (the tests' and benchmarks' vLLM server).
+- :mod:`rag_position.testing.tiny_model`: a tiny random-weight model with a real
+  tokenizer, fast enough to serve many requests at once behind the double.
 - :mod:`rag_position.testing.scripted`: scorers whose scores a test chooses, to pin an
   algorithm's logic without a model.
 - :mod:`rag_position.testing.tuned`: valid tuned files a test changes field by field.
