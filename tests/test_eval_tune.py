@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_eval_runner import ScriptedScorer
+from test_eval_runner import ScriptedScorer, write_gold_at_file
 
 from rag_position import load_tuned, read_tuned
 from rag_position._integration import component_of
@@ -208,13 +208,16 @@ def test_shards_without_a_profile_or_a_skip_past_the_data_are_refused(
 def test_tune_from_the_command_line_on_the_embedded_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """On a file of short passages (the packaged dev file's took 50 s of prompts)."""
     path = tmp_path / "tuned.json"
+    data = write_gold_at_file(tmp_path / "short.jsonl", n=2)
     code = main(
-        ["tune", "--questions", "2", "--strategies", "edge", "--dtype", "float32",
-         "--max-new-tokens", "8", "--out", str(path), "--no-progress"]
+        ["tune", "--data", str(data), "--skip", "0", "--questions", "2", "--strategies", "edge",
+         "--dtype", "float32", "--max-new-tokens", "8", "--out", str(path), "--no-progress"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     choice = read_tuned(path)
+    assert choice.questions["data"] == "short.jsonl" and choice.questions["n"] == 2
     assert choice.spec == "embedded" and choice.model == "embedded:SmolLM2-135M-Instruct"
     assert choice.dtype == "float32"
     assert "rag-position tune" in choice.command
