@@ -1,7 +1,7 @@
 """Every cookbook notebook runs top to bottom on the embedded models (small setting).
 
 Notebooks are stored without outputs; this test executes each one in a fresh kernel
-with ``COOKBOOK_QUESTIONS=2``, ``COOKBOOK_DOCS=5`` and ``COOKBOOK_MAX_NEW_TOKENS=16`` (and a
+with ``COOKBOOK_QUESTIONS=1``, ``COOKBOOK_DOCS=5`` and ``COOKBOOK_MAX_NEW_TOKENS=16`` (and a
 short haystack for the long-input notebook), writing its runs under a temporary folder,
 and fails on the first cell that raises.
 """
@@ -36,7 +36,7 @@ def test_notebooks_are_found_and_stored_without_outputs() -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COOKBOOK_QUESTIONS", "2")
+    monkeypatch.setenv("COOKBOOK_QUESTIONS", "1")
     monkeypatch.setenv("COOKBOOK_DOCS", "5")
     monkeypatch.setenv("COOKBOOK_MAX_NEW_TOKENS", "16")
     monkeypatch.setenv("COOKBOOK_TOKENS", "400")
