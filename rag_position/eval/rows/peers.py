@@ -66,10 +66,9 @@ first 200 of the packaged dev file, ``tune`` the next 60 (200..259); the thresho
 chosen on questions 260..459 (:data:`THRESHOLD_QUESTIONS`) by :func:`choose_threshold`,
 as the grid value (0.00, 0.01, ..., 1.00) that maximises Youden's J, the rate of gold
 passages kept minus the rate of distractors kept (the lowest such value on a tie).
-Recompute it with ``python -m rag_position.eval.rows.threshold --out
-results/threshold/similarities.json`` (about a minute on a CPU), which writes the
-similarities it chose from; ``tests/test_eval_peers.py`` checks the constant against the
-function on that file, and a sample of the file against the embedder.
+``python -m rag_position.eval.rows.threshold --out results/threshold/similarities.json``
+recomputes it (a minute on a CPU) with the similarities it is chosen from, on which
+``tests/test_eval_peers.py`` checks the constant (and a sample against the embedder).
 """
 
 from __future__ import annotations
