@@ -87,7 +87,7 @@ def _file_options(choice: TunedChoice) -> dict[str, Any]:
     if row.name == "profile":  # ProfileReorder: relevance, profile, convex_options
         own = {k: v for k, v in options.items() if k in _PROFILE_OWN}
         convex = {k: v for k, v in options.items() if k not in _PROFILE_OWN}
-        if own.get("relevance", "passage_likelihood") != "convex_score":
+        if own.get("relevance") != "convex_score":  # the default is not
             convex.pop("seed", None)  # unused by the other relevances
         options = {**own, **({"convex_options": convex} if convex else {})}
     else:
