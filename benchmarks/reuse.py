@@ -82,14 +82,19 @@ from rag_position.strategies import select_and_place
 Query = tuple[str, list[Passage]]
 
 
+def dev_pool() -> list[Passage]:
+    """The dev file's distinct passages (the stream's pool), in the file's order."""
+    pool: dict[tuple[str, str], Passage] = {}
+    for r in load_qa(default_data_dir() / ORACLE_FILE):
+        for p in r.passages:
+            pool.setdefault((p.title, p.text), p)
+    return list(pool.values())
+
+
 def build_stream(n: int, zipf: float, seed: int) -> tuple[list[Query], int]:
     """``n`` queries (question, ten passages) over the dev pool, and the pool's size."""
     records = load_qa(default_data_dir() / ORACLE_FILE)
-    pool: dict[tuple[str, str], Passage] = {}
-    for r in records:
-        for p in r.passages:
-            pool.setdefault((p.title, p.text), p)
-    passages = list(pool.values())
+    passages = dev_pool()
     rng = np.random.default_rng(seed)
     rank = rng.permutation(len(passages)) + 1  # passage i's popularity rank
     weights = 1.0 / rank.astype(np.float64) ** zipf
