@@ -10,9 +10,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = [
-    ("SmolLM2 → SmolLM2", "select200", "compare200-alone", "ucurve200", "peers-smollm2"),
+    (
+        "SmolLM2 → SmolLM2",
+        "select200",
+        "compare200-alone",
+        "ucurve200",
+        "peers-smollm2",
+        "llm-rerank-smollm2",
+    ),
     ("Gemma → Gemma", "gemma-compare200", "gemma-ucurve200"),
-    ("SmolLM2 → Gemma", "scorer-smollm2-reader-gemma"),
+    ("SmolLM2 → Gemma", "scorer-smollm2-reader-gemma", "scorer-smollm2-reader-gemma-llm-rerank"),
     (
         "SmolLM2 → Qwen 0.5B",
         "scorer-smollm2-reader-qwen05",
