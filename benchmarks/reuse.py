@@ -74,7 +74,7 @@ import numpy as np
 import psutil
 import torch
 
-from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
+from rag_position.data import ORACLE_FILE, QAInstance, default_data_dir, load_qa
 from rag_position.models import load_model
 from rag_position.passages import Passage
 from rag_position.strategies import select_and_place
@@ -82,10 +82,11 @@ from rag_position.strategies import select_and_place
 Query = tuple[str, list[Passage]]
 
 
-def dev_pool() -> list[Passage]:
-    """The dev file's distinct passages (the stream's pool), in the file's order."""
+def dev_pool(records: Sequence[QAInstance] | None = None) -> list[Passage]:
+    """The dev file's distinct passages (the stream's pool), in the file's order
+    (``records``: the file, when already read)."""
     pool: dict[tuple[str, str], Passage] = {}
-    for r in load_qa(default_data_dir() / ORACLE_FILE):
+    for r in load_qa(default_data_dir() / ORACLE_FILE) if records is None else records:
         for p in r.passages:
             pool.setdefault((p.title, p.text), p)
     return list(pool.values())
@@ -94,7 +95,7 @@ def dev_pool() -> list[Passage]:
 def build_stream(n: int, zipf: float, seed: int) -> tuple[list[Query], int]:
     """``n`` queries (question, ten passages) over the dev pool, and the pool's size."""
     records = load_qa(default_data_dir() / ORACLE_FILE)
-    passages = dev_pool()
+    passages = dev_pool(records)
     rng = np.random.default_rng(seed)
     rank = rng.permutation(len(passages)) + 1  # passage i's popularity rank
     weights = 1.0 / rank.astype(np.float64) ** zipf
