@@ -1,10 +1,6 @@
-"""Both frameworks behind one interface, for the component tests that hold for each.
-
-LangChain's compressors and LlamaIndex's postprocessors are built from one strategy table
-(``rag_position/_integration/components.py``), so ``tests/test_components_*.py`` test them
-once, parametrised over :data:`FRAMEWORKS`. What one framework alone has (LlamaIndex's
-``replace_score``, missing query, serialisation; LangChain's ``k``) stays in its own tests.
-"""
+"""Both frameworks behind one interface: LangChain's compressors and LlamaIndex's postprocessors
+come from one strategy table, so ``tests/test_components_*.py`` test them once, parametrised
+over :data:`FRAMEWORKS`; what one framework alone has stays in its own tests."""
 
 from __future__ import annotations
 
@@ -49,13 +45,8 @@ EXCLUDED = ("excluded_llm_metadata_keys", "excluded_embed_metadata_keys")
 
 
 class Framework:
-    """One framework's items, components and retriever, as the shared tests use them.
-
-    ``state``/``inner``: what must not change in a caller's item (:class:`Snapshot`);
-    ``retriever``: a ``PositionAwareRetriever`` over ``items`` (``options``: ``tuned``,
-    ``scorer``, ``trust_spec`` and the strategy's); ``ask``: the query as the framework
-    carries it, whatever its type; ``unwrapped``: what a caller might pass by mistake.
-    """
+    """One framework's items, components and retriever, as the shared tests use them
+    (``state``/``inner``: what must not change in a caller's item, :class:`Snapshot`)."""
 
     name: ClassVar[str]
     package: ClassVar[ModuleType]

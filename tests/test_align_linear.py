@@ -1,9 +1,6 @@
-"""Text alignment runs in linear time on untrusted text, and matches what it matched before.
-
-``_align``'s old sentence-end patterns retried a run of punctuation from each position
-(``"." * 40_000 + "7"`` kept FACT busy for half a minute). The old code, copied below, is
-the reference: the new code gives the same answers, and is linear on adversarial text.
-"""
+"""Text alignment is linear on untrusted text and matches the old code (copied below), whose
+patterns retried a run of punctuation from each position (``"." * 40_000 + "7"`` kept FACT
+busy for half a minute)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from difflib import SequenceMatcher
 from typing import Any
@@ -135,13 +132,17 @@ ORDINARY = [
 ]
 
 
-@pytest.mark.parametrize("text", ORDINARY)
-def test_sentence_ends_and_terminal_match_the_old_patterns(text: str) -> None:
-    for start in range(len(text) + 1):
+def _matches_the_old_patterns(text: str, starts: Iterable[int]) -> None:
+    for start in starts:
         old = [m.end() for m in OLD_SENTENCE_END.finditer(text, start)]
         assert _sentence_ends(text, start) == old, (text, start)
     assert _is_terminal(text) == bool(OLD_TERMINAL.search(text))
     assert sentence_spans(text) == old_sentence_spans(text)
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_sentence_ends_and_terminal_match_the_old_patterns(text: str) -> None:
+    _matches_the_old_patterns(text, range(len(text) + 1))
 
 
 @settings(max_examples=2000, deadline=None)
@@ -150,11 +151,7 @@ def test_sentence_ends_and_terminal_match_the_old_patterns(text: str) -> None:
     data=st.data(),
 )
 def test_sentence_ends_and_spans_match_on_random_punctuation(text: str, data: Any) -> None:
-    start = data.draw(st.integers(0, len(text)), label="start")
-    old = [m.end() for m in OLD_SENTENCE_END.finditer(text, start)]
-    assert _sentence_ends(text, start) == old
-    assert _is_terminal(text) == bool(OLD_TERMINAL.search(text))
-    assert sentence_spans(text) == old_sentence_spans(text)
+    _matches_the_old_patterns(text, [data.draw(st.integers(0, len(text)), label="start")])
     for line in text.split("\n"):
         assert _sentence_ends(line) == [m.end() for m in OLD_SENTENCE_END.finditer(line)]
 
@@ -169,8 +166,7 @@ def test_sentence_ends_and_spans_match_on_random_punctuation(text: str, data: An
 def test_locate_matches_the_old_code(
     titles: list[str], texts: list[str], other: str, data: Any
 ) -> None:
-    """A candidate cut from the context (a sentence, a fragment, part of a header) or
-    made up is found where the old code found it, exactly or fuzzily, or not at all."""
+    """A candidate cut from the context, or made up, is found where the old code found it."""
     docs = [Passage(t, title=title) for t, title in zip(texts, titles, strict=False)]
     context = format_documents(docs)
     lo = data.draw(st.integers(0, len(context)), label="lo")
@@ -195,9 +191,7 @@ def test_occurrences_match_the_old_pattern(text: str, data: Any) -> None:
 # --- adversarial input: 100,000 characters each, linear (not a minute or more) ---------
 
 N = 100_000
-LIMIT = 10.0
-"""Seconds: the old code took minutes on each, the linear code well under one on an idle
-CPU; 10 leaves room for a loaded machine (1 s failed under load)."""
+LIMIT = 10.0  # s: the old code took minutes, the new well under 1 (which failed under load)
 ABORT_AFTER = 30.0  # a quadratic regression fails here instead of running for minutes
 
 ADVERSARIAL = {

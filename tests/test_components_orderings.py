@@ -1,8 +1,5 @@
 """The ordering components in both frameworks (:data:`framework_adapters.FRAMEWORKS`): each
-every input once, in the core function's order. Scripted scorers of the gold item's slot pin
-the order, the record and the options; copies, ``metadata_key``, async and malformed input
-are checked for every reorderer (PassageLikelihoodReorder and SelectAndPlace too).
-"""
+input once, in the core function's order; the record, copies, async and malformed input."""
 
 from __future__ import annotations
 
@@ -97,11 +94,7 @@ def test_likelihood_reorder_picks_the_most_likely_order(fw: Framework, n: int) -
     core = likelihood_selection(QUESTION, fw.passages(items), earliest(), n_orders=every)
     assert order == core.order
     before.check()  # inputs untouched
-
-
-def test_likelihood_reorder_keeps_the_given_order_on_ties(fw: Framework) -> None:
-    items = fw.items(4)
-    items[0], items[1] = items[1], items[0]  # the gold already first
+    items[0], items[1] = items[1], items[0]  # the gold already first: ties keep the given order
     out = fw.compress(fw.component("LikelihoodReorder", scorer=earliest(), n_orders=5), items)
     assert [fw.ident(x) for x in out] == [fw.ident(x) for x in items]
 
@@ -123,20 +116,14 @@ def test_convex_score_reorder_moves_the_gold_first_and_keeps_the_rest(
     assert order == core.order
     assert [r["score"] for r in fw.records(out)] == [core.scores[i] for i in order]
     assert [r["gold"] for r in fw.records(out)] == [True] + [False] * (n - 1)
-    last = fw.compress(fw.component("ConvexScoreReorder", scorer=at_edges(), placement="last"),
-                       items)  # fmt: skip
-    assert fw.check_record(last, items, "convex_score")[-1] == 1 and fw.text(last[-1]) == GOLD
-    before.check()
-
-
-def test_convex_score_reorder_placements(fw: Framework) -> None:
-    items = fw.items(4)
-    scored = fw.component("ConvexScoreReorder", scorer=at_edges(), placement="last",
-                          rest="scores")  # fmt: skip
-    assert fw.text(fw.compress(scored, items)[-1]) == GOLD
+    for rest in ("keep", "scores"):
+        last = fw.component("ConvexScoreReorder", scorer=at_edges(), placement="last", rest=rest)
+        out = fw.compress(last, items)
+        assert fw.check_record(out, items, "convex_score")[-1] == 1 and fw.text(out[-1]) == GOLD
     profiled = fw.component("ConvexScoreReorder", scorer=at_edges(), placement="profile",
-                            profile=[0, 0, 1, 0])  # fmt: skip
+                            profile=[0, 0, 1] + [0] * (n - 3))  # fmt: skip
     assert fw.text(fw.compress(profiled, items)[2]) == GOLD  # the profile's best slot: 2
+    before.check()
 
 
 def test_every_permutation_of_the_input_maps_back(fw: Framework) -> None:
@@ -203,31 +190,19 @@ def test_bad_items_and_a_blank_question_are_refused(fw: Framework) -> None:
 
 
 # ---------------------------------------------------------------------- profile placement
-def test_profile_reorder_by_a_score_key_and_by_a_scorer(fw: Framework, tmp_path: Path) -> None:
+def test_profile_reorder_by_a_score_key(fw: Framework, tmp_path: Path) -> None:
     items = fw.items(3)
-    profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
     path = tmp_path / "profile.json"
-    profile.save(path)  # positions by how well they read: 2, 0, 1
+    PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval").save(path)
     keyed = [fw.with_metadata(x, s=i) for i, x in enumerate(items)]  # item 2 the best
     out = fw.compress(fw.component("ProfileReorder", profile=str(path), score_key="s"), keyed)
     assert fw.check_record(out, keyed, "profile") == [1, 0, 2]
     assert [r["score"] for r in fw.records(out)] == [1.0, 0.0, 2.0]
-    scorer = at_edges()
-    scored = fw.compress(fw.component("ProfileReorder", profile=profile, scorer=scorer), items)
-    assert fw.text(scored[2]) == GOLD  # the likeliest item alone to the best position
-    assert {r["relevance"] for r in fw.records(scored)} == {"passage_likelihood"}
-    assert len(scorer.prompts) == 3  # one prompt per item, each alone
-    assert all(p.count("Document [") == 1 for p in scorer.prompts)
-    convex = fw.component("ProfileReorder", profile=path, scorer=at_edges(),
-                          relevance="convex_score")  # fmt: skip
-    by_convex = fw.compress(convex, items)
-    assert fw.text(by_convex[2]) == GOLD  # ConvexScore's gold to the best-read position
-    assert {r["relevance"] for r in fw.records(by_convex)} == {"convex_score"}
 
 
 @pytest.mark.parametrize("relevance", ["passage_likelihood", "convex_score"])
-def test_profile_reorder_relevance_reaches_the_core(
-    fw: Framework, relevance: str, monkeypatch: pytest.MonkeyPatch
+def test_profile_reorder_by_a_scorer_and_its_relevance(
+    fw: Framework, relevance: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import rag_position._integration.reorder as adapters
 
@@ -239,15 +214,22 @@ def test_profile_reorder_relevance_reaches_the_core(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(adapters, "profile_reorder", spy)
-    options = {"convex_options": {"seed": 4}} if relevance == "convex_score" else {}
-    reorder = fw.component("ProfileReorder", profile=[0.1, 0.2, 0.9], scorer=at_edges(),
-                           relevance=relevance, **options)  # fmt: skip
+    profile = PositionProfile([0.17, 0.12, 0.40], model_name="embedded", source="eval")
+    options: dict[str, Any] = {"profile": profile}  # passage_likelihood: the default
+    if relevance == "convex_score":  # the profile from a file, ConvexScore's own options
+        profile.save(tmp_path / "profile.json")
+        options = {"profile": tmp_path / "profile.json", "relevance": relevance,
+                   "convex_options": {"seed": 4}}  # fmt: skip
+    scorer = at_edges()
+    reorder = fw.component("ProfileReorder", scorer=scorer, **options)
     assert reorder.relevance == relevance
     out = fw.compress(reorder, fw.items(3))
     assert len(seen) == 1 and seen[0]["relevance"] == relevance
     assert seen[0].get("seed") == options.get("convex_options", {}).get("seed")
     assert {r["relevance"] for r in fw.records(out)} == {relevance}
-    assert fw.text(out[2]) == GOLD
+    assert fw.text(out[2]) == GOLD  # the likeliest item, or ConvexScore's gold, best read
+    if relevance == "passage_likelihood":  # one prompt per item, each alone
+        assert len(scorer.prompts) == 3 and all(p.count("Document [") == 1 for p in scorer.prompts)
 
 
 def test_profile_reorder_needs_the_score_key_on_every_item(fw: Framework) -> None:

@@ -1,8 +1,5 @@
-"""Tuned files in both frameworks (:data:`framework_adapters.FRAMEWORKS`):
-``PositionAwareRetriever(tuned=...)`` and ``from_tuned`` build the same component as its
-strategy configured by hand; damaged files give ``read_tuned``'s own error; a scorer of
-another model gives a warning.
-"""
+"""Tuned files in both frameworks: ``PositionAwareRetriever(tuned=...)`` and ``from_tuned``
+build the strategy as configured by hand; damaged files and other models are reported."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def corpus() -> tuple[list[str], list[list[tuple[str, str]]]]:
     return [r.question for r in records[:QUERIES]], [gold[i : i + 3] for i in range(QUERIES)]
 
 
-def _langchain(spec: str, corpus: Any) -> tuple[Call, Callable[[], str]]:
+def _langchain(spec: str, corpus: Any) -> tuple[Call, dict[str, Any]]:
     questions, passages = corpus
     shared = {
         q: [
@@ -95,13 +95,10 @@ def _langchain(spec: str, corpus: Any) -> tuple[Call, Callable[[], str]]:
             "cost": (tally.total.lm_calls, tally.total.prompt_tokens),
         }
 
-    def state() -> str:
-        return json.dumps([[d.id, d.page_content, d.metadata] for v in shared.values() for d in v])
-
-    return call, state
+    return call, shared
 
 
-def _llama_index(spec: str, corpus: Any, query: bool) -> tuple[Call, Callable[[], str]]:
+def _llama_index(spec: str, corpus: Any, query: bool) -> tuple[Call, dict[str, Any]]:
     questions, passages = corpus
     shared = {
         q: [
@@ -135,16 +132,16 @@ def _llama_index(spec: str, corpus: Any, query: bool) -> tuple[Call, Callable[[]
             "cost": (tally.total.lm_calls, tally.total.prompt_tokens),
         }
 
-    def state() -> str:
-        return json.dumps(
-            [[n.node_id, n.text, n.metadata] for v in shared.values() for n in v], default=str
-        )
-
-    return call, state
+    return call, shared
 
 
-def _check_overlapping_calls(call: Call, state: Callable[[], str]) -> None:
-    before = state()
+def _state(shared: dict[str, Any]) -> str:
+    """Every shared document or node, all its fields."""
+    return json.dumps(shared, default=lambda item: item.model_dump(), sort_keys=True)
+
+
+def _check_overlapping_calls(call: Call, shared: dict[str, Any]) -> None:
+    before = _state(shared)
 
     async def alone() -> list[dict[str, Any]]:
         return [await call(q) for q in range(QUERIES)]
@@ -159,7 +156,7 @@ def _check_overlapping_calls(call: Call, state: Callable[[], str]) -> None:
     overlapped = asyncio.run(at_once())
     for i, got in enumerate(overlapped):
         assert got == reference[i % QUERIES], f"call {i} (question {i % QUERIES})"
-    assert state() == before  # no shared document or node was written on
+    assert _state(shared) == before  # no shared document or node was written on
 
 
 def test_langchain_ainvoke_calls_at_once_get_their_own_results(spec: str, corpus: Any) -> None:

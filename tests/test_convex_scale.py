@@ -1,9 +1,5 @@
-"""ConvexScore at scale (issue 30): the cap on N, and the bookkeeping refactor changes nothing.
-
-``_reference_convex_score`` is the module's code as it was before the refactor
-(pure-Python lists, one cell at a time), kept here verbatim as the slow reference:
-every field of the result must match it exactly (NaN where it had NaN).
-"""
+"""ConvexScore at scale (issue 30): the cap on N, and the bookkeeping refactor changes nothing:
+every field matches the code before it, kept below verbatim (NaN where it had NaN)."""
 
 from __future__ import annotations
 
@@ -210,6 +206,7 @@ def test_the_design_is_the_old_design(n: int) -> None:
 
 @pytest.mark.parametrize("n", [MAX_PASSAGES + 1, 2_000, 10_000])
 def test_too_many_passages_is_refused_before_any_scoring(n: int) -> None:
+    """By convex_score, its design, profile_reorder and the integrations."""
     scorer = HashScorer()
     docs = [f"passage {i}" for i in range(n)]
     with pytest.raises(ValueError) as error:
@@ -218,20 +215,26 @@ def test_too_many_passages_is_refused_before_any_scoring(n: int) -> None:
     assert f"{n:,} passages" in message
     assert f"at most {MAX_PASSAGES:,}" in message
     assert "passage_likelihood" in message
+    profile = PositionProfile((0.0,) * n)
+    convex = {"relevance": "convex_score"}
+    for call in (
+        lambda: convex_design(n),
+        lambda: profile_reorder(QUESTION, docs, profile=profile, scorer=scorer, **convex),
+        lambda: adapters.profile_reordering(
+            QUESTION, docs, profile, scorer=LazyModel(scorer), convex_options={"seed": 3}, **convex
+        ),
+    ):
+        with pytest.raises(ValueError, match=f"at most {MAX_PASSAGES:,}"):
+            call()
     assert scorer.calls == 0
-    with pytest.raises(ValueError, match=f"at most {MAX_PASSAGES:,}"):
-        convex_design(n)
 
 
-def test_the_cap_itself_is_allowed() -> None:
+def test_the_cap_counts_placements() -> None:
+    """The cap itself is allowed; it counts placements (prompts x N), not only N."""
     assert MAX_PLACEMENTS == MAX_PASSAGES**2
     docs = [f"passage {i}" for i in range(MAX_PASSAGES)]
     r = convex_score(QUESTION, docs, HashScorer(), n_rotations=2)
     assert r.cost.lm_calls == 2 and sorted(r.order) == list(range(MAX_PASSAGES))
-
-
-def test_too_many_prompts_is_refused() -> None:
-    """The cap counts passage placements (prompts x N): more base orders, the authors' N x N."""
     with pytest.raises(ValueError, match=r"n_base_orders=2.*placements") as error:
         convex_design(MAX_PASSAGES, n_base_orders=2)
     assert f"{MAX_PLACEMENTS:,}" in str(error.value)
@@ -241,26 +244,6 @@ def test_too_many_prompts_is_refused() -> None:
         convex_score(QUESTION, [f"p{i}" for i in range(n)], scorer, design="authors")
     assert f"{n**3:,} passage placements" in str(error.value)
     assert scorer.calls == 0
-    # fewer rotations keep it under the cap
     assert len(convex_design(MAX_PASSAGES, n_base_orders=4, n_rotations=MAX_PASSAGES // 4)) == (
         MAX_PASSAGES
     )
-
-
-def test_the_cap_surfaces_through_profile_reorder_and_the_integrations() -> None:
-    n = MAX_PASSAGES + 1
-    docs = [f"passage {i}" for i in range(n)]
-    profile = PositionProfile((0.0,) * n)
-    with pytest.raises(ValueError, match=f"at most {MAX_PASSAGES:,}"):
-        profile_reorder(
-            QUESTION, docs, profile=profile, scorer=HashScorer(), relevance="convex_score"
-        )
-    with pytest.raises(ValueError, match=f"at most {MAX_PASSAGES:,}"):
-        adapters.profile_reordering(
-            QUESTION,
-            docs,
-            profile,
-            scorer=LazyModel(HashScorer()),
-            relevance="convex_score",
-            convex_options={"seed": 3},
-        )

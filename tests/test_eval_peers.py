@@ -63,10 +63,8 @@ class Scripted:
         return [self.answer for _ in prompts]
 
 
-def test_rows_are_those_installed_and_none_without_the_frameworks(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """setup.sh installs both frameworks and our integrations: every row is there."""
+def test_rows_are_those_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup.sh installs both frameworks and our integrations: every row is there, or none."""
     assert peers.embeddings_filter_installed() and peers.llm_rerank_installed()
     rows = peers.peer_strategies()
     assert tuple(rows) == peers.PEER_ROWS
@@ -74,74 +72,55 @@ def test_rows_are_those_installed_and_none_without_the_frameworks(
     assert rows["embeddings_filter"].k == 1 and rows["embeddings_filter"].threshold is None
     threshold_row = rows["embeddings_filter_threshold"]
     assert threshold_row.k is None and threshold_row.threshold == peers.EMBEDDINGS_FILTER_THRESHOLD
+    # LangChain turns k=None into its default 20: the threshold row's order comes from it
+    filter_class, _, _ = peers.langchain_classes()
+    built = filter_class(embeddings=peers.filter_embeddings(), k=None, similarity_threshold=0.5)
+    assert built.k == 20 and built.similarity_threshold == 0.5
     monkeypatch.setattr(peers, "_has", lambda module: not module.startswith("llama_index"))
     assert tuple(peers.peer_strategies()) == peers.PEER_ROWS[:2]
     monkeypatch.setattr(peers, "_has", lambda module: False)
     assert peers.peer_strategies() == {}
 
 
-# ---------------------------------------------------------------------------- EmbeddingsFilter
 @pytest.mark.slow
-@pytest.mark.parametrize("gold", [1, 3])
-def test_embeddings_filter_keeps_the_most_similar_passage_whichever_is_gold(gold: int) -> None:
-    instance = _instance(gold=gold)
-    prepared = peers.peer_strategies()["embeddings_filter"].prepare(instance, None, seed=0)
-    best = int(np.argmax(_cosines(instance)))
-    assert best == 1  # the Hamlet passage
-    assert prepared.info["kept"] == 1 and prepared.info["gold_kept"] == float(best == gold)
-    assert prepared.info["none_kept"] == 0
-    assert prepared.prompt == render_qa(instance.question, [instance.passages[best]])
-    assert prepared.cost.lm_calls == 0 and prepared.cost.seconds > 0
-    assert prepared.info["embed_seconds"] == prepared.cost.seconds
-
-
-@pytest.mark.slow
-def test_threshold_keeps_those_above_it_most_similar_first() -> None:
-    """k=None becomes EmbeddingsFilter's default k=20 (LangChain's pre_init fills None
-    fields with defaults), so the kept passages come sorted by similarity."""
-    instance = _instance()
+def test_embeddings_filter_rows_keep_the_most_similar_passages() -> None:
+    """Top-1 keeps the Hamlet passage; the threshold row those above it (most similar first)."""
+    rows = peers.peer_strategies()
+    for gold in (1, 3):
+        instance = _instance(gold=gold)
+        prepared = rows["embeddings_filter"].prepare(instance, None, seed=0)
+        best = int(np.argmax(_cosines(instance)))
+        assert best == 1  # the Hamlet passage
+        assert prepared.info["kept"] == 1 and prepared.info["gold_kept"] == float(best == gold)
+        assert prepared.info["none_kept"] == 0
+        assert prepared.prompt == render_qa(instance.question, [instance.passages[best]])
+        assert prepared.cost.lm_calls == 0 and prepared.cost.seconds > 0
+        assert prepared.info["embed_seconds"] == prepared.cost.seconds
     cosines = _cosines(instance)
     by_similarity = [int(i) for i in np.argsort(-cosines)]
-    top2 = np.sort(cosines)[-2:]
-    for cut in (float(top2.mean()), float(np.sort(cosines)[1] - 1e-3)):
-        row = peers.EmbeddingsFilterStrategy("t", None, cut)
-        kept, _ = row.filter(instance.question, instance.passages)
+    for cut in (float(np.sort(cosines)[-2:].mean()), float(np.sort(cosines)[1] - 1e-3)):
+        kept, _ = peers.EmbeddingsFilterStrategy("t", None, cut).filter(
+            instance.question, instance.passages
+        )
         assert kept == [i for i in by_similarity if cosines[i] > cut]
     assert len(kept) == 4  # the second threshold drops only the least similar
-    row = peers.peer_strategies()["embeddings_filter_threshold"]
-    prepared = row.prepare(instance, None, seed=0)
-    expected = [instance.passages[i] for i in by_similarity if cosines[i] > row.threshold]
+    prepared = rows["embeddings_filter_threshold"].prepare(instance, None, seed=0)
+    cut = peers.EMBEDDINGS_FILTER_THRESHOLD
+    expected = [instance.passages[i] for i in by_similarity if cosines[i] > cut]
     assert prepared.info["kept"] == len(expected) >= 1
     assert prepared.prompt == render_qa(instance.question, expected)
-
-
-def test_langchain_turns_k_none_into_its_default() -> None:
-    """Pins the LangChain behaviour the threshold row's order comes from."""
-    filter_class, _, _ = peers.langchain_classes()
-    built = filter_class(embeddings=peers.filter_embeddings(), k=None, similarity_threshold=0.5)
-    assert built.k == 20 and built.similarity_threshold == 0.5
-
-
-@pytest.mark.slow
-def test_threshold_can_keep_nothing_and_the_prompt_then_holds_no_passage() -> None:
-    instance = _instance(UNRELATED, gold=0)
-    assert max(_cosines(instance)) < peers.EMBEDDINGS_FILTER_THRESHOLD
-    row = peers.peer_strategies()["embeddings_filter_threshold"]
-    prepared = row.prepare(instance, None, seed=0)
+    unrelated = _instance(UNRELATED, gold=0)
+    assert max(_cosines(unrelated)) < cut
+    prepared = rows["embeddings_filter_threshold"].prepare(unrelated, None, seed=0)
     assert prepared.info["kept"] == 0 and prepared.info["none_kept"] == 1
     assert prepared.info["gold_kept"] == 0.0 and "gold_at" not in prepared.info
-    assert prepared.prompt == _no_passage(instance)
+    assert prepared.prompt == _no_passage(unrelated)
     assert "Document [" not in (prepared.prompt or "")
-
-
-@pytest.mark.slow
-def test_batched_similarities_are_the_filters() -> None:
-    """choose_threshold embeds distinct texts in batches; the filter embeds per instance."""
-    instances = [_instance(), _instance(TEXTS[2:], gold=0)]
-    batched = threshold.all_similarities(instances)
-    for instance, scores in zip(instances, batched, strict=True):
-        assert np.allclose(scores, threshold.similarities(instance), atol=1e-5)
-        assert np.allclose(scores, _cosines(instance), atol=1e-5)
+    # choose_threshold embeds distinct texts in batches; the filter embeds per instance
+    instances = [instance, _instance(TEXTS[2:], gold=0)]
+    for one, scores in zip(instances, threshold.all_similarities(instances), strict=True):
+        assert np.allclose(scores, threshold.similarities(one), atol=1e-5)
+        assert np.allclose(scores, _cosines(one), atol=1e-5)
 
 
 SIMILARITIES = Path(__file__).resolve().parents[1] / "results/threshold/similarities.json"
@@ -149,9 +128,7 @@ SIMILARITIES = Path(__file__).resolve().parents[1] / "results/threshold/similari
 
 @pytest.mark.slow
 def test_the_threshold_constant_is_what_the_function_chooses() -> None:
-    """The constant is the function's choice on the committed similarities of the 200
-    questions (``python -m rag_position.eval.rows.threshold --out`` that file: 1,396 texts,
-    about a minute), and every 25th question's, embedded here again, are the committed ones."""
+    """The committed similarities (``python -m rag_position.eval.rows.threshold``) choose it."""
     record = json.loads(SIMILARITIES.read_text())
     instances = threshold.threshold_instances()
     assert record["ids"] == [instance.id for instance in instances]
@@ -166,24 +143,24 @@ def test_the_threshold_constant_is_what_the_function_chooses() -> None:
         assert np.allclose(scores, similarities[i], atol=1e-5), i
 
 
-def test_choose_threshold_maximises_youden_j_lowest_on_a_tie(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_choose_threshold_maximises_youden_j(monkeypatch: pytest.MonkeyPatch) -> None:
     sims = {"a": [0.9, 0.3, 0.2], "b": [0.5, 0.6, 0.1]}  # gold first
     monkeypatch.setattr(threshold, "all_similarities", lambda insts: [sims[i.id] for i in insts])
-    instances = [
-        QAInstance("q", ("x",), tuple(Passage(t) for t in "xyz"), gold_index=0, id=key)
-        for key in sims
-    ]
+    passages = tuple(Passage(t) for t in "xyz")
+    instances = [QAInstance("q", ("x",), passages, gold_index=0, id=key) for key in sims]
     choice = threshold.choose_threshold(instances, grid=(0.0, 0.25, 0.4, 0.55, 0.7))
     # J: 0.0 -> 1-1=0; 0.25 -> 1-0.5=0.5; 0.4 -> 1-0.25=0.75; 0.55 -> 0.5-0.25=0.25
     assert (choice.threshold, choice.youden_j, choice.questions) == (0.4, 0.75, 2)
-    tie = threshold.choose_threshold(instances, grid=(0.4, 0.45))
-    assert tie.threshold == 0.4
+    assert threshold.choose_threshold(instances, grid=(0.4, 0.45)).threshold == 0.4  # a tie
 
 
 # ---------------------------------------------------------------------------- LLMRerank
-def test_llm_rerank_keeps_the_passage_the_answer_names() -> None:
+class Down(Scripted):
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
+        raise RuntimeError("server down")
+
+
+def test_llm_rerank_keeps_the_passage_the_answer_names_on_the_scorer() -> None:
     scorer = Scripted("Doc: 2, Relevance: 9")
     instance = _instance(gold=1)
     with scorer_metered() as tally:
@@ -197,6 +174,12 @@ def test_llm_rerank_keeps_the_passage_the_answer_names() -> None:
     assert "title: Hamlet" in prompt and prompt.rstrip().endswith("Answer:")
     # a scorer that reports nothing: one call counted, charged to the scorer
     assert prepared.cost.lm_calls == 1 and tally.total.lm_calls == 1
+    # with a reader apart, the scorer answers; a failed call is raised, not counted
+    scorer, rerank = Scripted("Doc: 2, Relevance: 9"), peers.LLMRerankStrategy()
+    prepared = rerank.prepare(instance, ReaderScorer(Down(""), scorer), seed=0)
+    assert prepared.info["kept"] == 1 and len(scorer.prompts) == 1
+    with pytest.raises(RuntimeError, match="server down"):
+        rerank.prepare(instance, Down(""), seed=0)
 
 
 @pytest.mark.parametrize(
@@ -211,9 +194,7 @@ def test_llm_rerank_keeps_the_passage_the_answer_names() -> None:
         ("Doc: -20, Relevance: 5", {"format_failure": 1, "kept": 0, "invalid_choice": 1}, None),
     ],
 )
-def test_llm_rerank_reads_the_answer_as_llmrerank_does(
-    answer: str, info: dict[str, Any], kept: int | None
-) -> None:
+def test_llm_rerank_reads_answers(answer: str, info: dict[str, Any], kept: int | None) -> None:
     instance = _instance(gold=1)
     prepared = peers.LLMRerankStrategy().prepare(instance, Scripted(answer), seed=0)
     assert {key: prepared.info[key] for key in info} == info
@@ -223,26 +204,13 @@ def test_llm_rerank_reads_the_answer_as_llmrerank_does(
         assert prepared.prompt == render_qa(instance.question, [instance.passages[kept]])
 
 
-def test_llm_rerank_runs_on_the_scorer_not_the_reader_and_raises_a_failed_call() -> None:
-    class Down(Scripted):
-        def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
-            raise RuntimeError("server down")
-
-    scorer, rerank = Scripted("Doc: 2, Relevance: 9"), peers.LLMRerankStrategy()
-    prepared = rerank.prepare(_instance(), ReaderScorer(Down(""), scorer), seed=0)
-    assert prepared.info["kept"] == 1 and len(scorer.prompts) == 1
-    with pytest.raises(RuntimeError, match="server down"):  # raised, not counted
-        rerank.prepare(_instance(), Down(""), seed=0)
-
-
 @pytest.mark.slow
 def test_llm_rerank_on_the_embedded_model_charges_the_scorer(embedded_fp32: Any) -> None:
     instance = _instance(TEXTS[:3], gold=1)
     row = peers.LLMRerankStrategy(max_new_tokens=24)  # the row's 256 tokens, cut for time
     with scorer_metered() as tally:
         prepared = row.prepare(instance, embedded_fp32, seed=0)
-    assert prepared.info["format_failure"] in (0, 1)
-    assert prepared.info["kept"] <= 1
+    assert prepared.info["format_failure"] in (0, 1) and prepared.info["kept"] <= 1
     assert prepared.info["kept"] == 0 or prepared.info["format_failure"] == 0
     assert tally.total.lm_calls > 0 and tally.total == prepared.cost
     assert prepared.cost.prompt_tokens > 0

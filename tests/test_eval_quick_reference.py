@@ -1,5 +1,4 @@
-"""``eval quick`` shows the embedded model's 200-question reference (made by
-``scripts/make_reference.py`` from ``results/``) beside its own rows, or says why not (fast)."""
+"""``eval quick`` shows the embedded model's 200-question reference beside its rows, or why not."""
 
 from __future__ import annotations
 
@@ -29,7 +28,6 @@ class Embedded(ScriptedScorer):
 
 
 def table_line(report: str, first: str) -> list[str]:
-    """The cells of the report's table line that starts with ``first``."""
     found = [line for line in report.splitlines() if line.startswith(f"| {first} |")]
     assert len(found) == 1, (first, found)
     return cells(found[0])

@@ -1,9 +1,4 @@
-"""Every task's report records the command that made it, complete: re-running the recorded
-Python call (or CLI line) on the same scripted model gives the same summary (fast).
-
-The scripted models cut every answer to ``max_new_tokens`` words, as a real model does,
-so that the decoding settings show in the numbers too.
-"""
+"""Every task's recorded Python call (or CLI line), rerun, gives the same summary (fast)."""
 
 from __future__ import annotations
 
@@ -26,7 +21,7 @@ from rag_position.eval.cli import SPECS
 
 
 class Cut:
-    """Cuts each answer of the wrapped model to ``max_new_tokens`` words."""
+    """Cuts each answer to ``max_new_tokens`` words, as a real model: the decoding shows."""
 
     def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
         texts = super().generate(prompts, **kwargs)  # type: ignore[misc]
@@ -52,8 +47,7 @@ PLACEHOLDER = "__object__"
 
 
 def parse_call(command: str) -> tuple[str, dict[str, Any]]:
-    """``rag_position.eval.run_kv(<m>, pairs=8)`` -> ``("run_kv", {"pairs": 8})``; ``<...>``
-    (the model, an embedder) become :data:`PLACEHOLDER`, ``PosixPath('...')`` a :class:`Path`."""
+    """``rag_position.eval.run_kv(<m>, x=8)`` -> ``("run_kv", {"x": 8})``; ``<m>``: PLACEHOLDER."""
     tree = ast.parse(re.sub(r"<[^<>]*>", PLACEHOLDER, command.strip()), mode="eval")
     call = tree.body
     assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute), command
@@ -72,15 +66,8 @@ def _value(node: ast.expr) -> Any:
 
 def summary(out: Path) -> dict[str, Any]:
     """``summary.json`` without wall-clock seconds (which differ between runs)."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k != "seconds"}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(json.loads((out / "summary.json").read_text()))  # type: ignore[no-any-return]
+    text = (out / "summary.json").read_text()
+    return json.loads(text, object_hook=lambda d: {k: v for k, v in d.items() if k != "seconds"})
 
 
 @pytest.fixture()

@@ -1,14 +1,6 @@
-"""No eval module outside the eval's own row table names a strategy (issue 40, target 1).
-
-Which strategies a task runs by default (quick's rows, tune's candidates, the row every
-comparison is paired with, ...) is data in :mod:`rag_position.eval.rows`; the modules
-that define rows of their own (the eval's baselines, the peers, LongLLMLingua,
-attention sorting) name those. Any other eval module holding a string that is a row's
-name (``"edge"``) or a variant of one (``"passage_likelihood:placement=last"``) fails
-here. Documentation strings do not count; a string that only shares a row's name
-(open-domain's ``retriever`` parameter, dense or bm25) is marked ``# not a row`` on its
-line.
-"""
+"""No eval module outside the row table (:mod:`rag_position.eval.rows` and the modules defining
+rows) names a strategy or a variant (issue 40, target 1). Docstrings do not count; a string that
+only shares a row's name (open-domain's ``retriever``) is marked ``# not a row`` on its line."""
 
 from __future__ import annotations
 
@@ -30,7 +22,6 @@ ROW_TABLE = {
     "rows/lingua.py",
     "rows/attention_sort.py",
 }
-"""The row table itself and the modules that define rows of their own."""
 MARK = "# not a row"
 
 

@@ -1,5 +1,4 @@
-"""An output folder holds one run (``run.json``): another run (task, model label or decoding)
-is refused before it works, naming the folder, the run there and what to do (fast)."""
+"""An output folder holds one run (``run.json``): another is refused before it works, saying why."""
 
 from __future__ import annotations
 
@@ -142,11 +141,8 @@ class Completion(Scripted):
 
 
 @pytest.mark.parametrize("make", [Scripted, Completion])
-def test_a_folder_without_a_marker_resumes_and_gets_one(
-    make: type[Scripted], data: Path, tmp_path: Path
-) -> None:
-    """An older version's folder, or shares merged into a new one (no marker), resumes when it
-    holds this model's predictions; a completion model's ``stop`` was refused, not compared."""
+def test_a_markerless_folder_resumes(make: type[Scripted], data: Path, tmp_path: Path) -> None:
+    """An older or merged folder resumes (a completion model's ``stop`` was once refused)."""
     out = tmp_path / "md"
     run_multidoc(make(), data=data, out=out, progress=False)
     records = [json.loads(line) for line in (out / "predictions.jsonl").open()]
@@ -168,9 +164,8 @@ def test_a_folder_without_a_marker_resumes_and_gets_one(
     assert json.loads((out / RUN_FILE).read_text())["task"] == "multidoc"
 
 
-def test_unrelated_folder_takes_a_run_its_answers_seed_another(data: Path, tmp_path: Path) -> None:
-    """The data file's own folder (nothing a run writes in it) takes the run; to reuse its
-    answers in another task: its predictions.jsonl, not its folder."""
+def test_an_unrelated_or_an_unsaved_runs_folder_is_taken(data: Path, tmp_path: Path) -> None:
+    """The data file's own folder takes the run; another task reuses its predictions.jsonl."""
     run_multidoc(Scripted(), data=data, questions=1, out=tmp_path, progress=False)
     assert (tmp_path / RUN_FILE).is_file() and (tmp_path / "report.md").is_file()
     cmp = tmp_path / "cmp"
@@ -178,10 +173,7 @@ def test_unrelated_folder_takes_a_run_its_answers_seed_another(data: Path, tmp_p
     (cmp / "predictions.jsonl").write_bytes((tmp_path / "predictions.jsonl").read_bytes())
     run_compare(Scripted(), data=data, out=cmp, worst_position=4, strategies=["retriever"])
     assert json.loads((cmp / RUN_FILE).read_text())["task"] == "compare"
-
-
-def test_a_run_that_saved_nothing_says_how_to_take_its_folder(data: Path, tmp_path: Path) -> None:
-    """A run stopped before its first prediction leaves only its marker."""
+    # a run stopped before its first prediction leaves only its marker: how to take the folder
     out = tmp_path / "md"
     out.mkdir()
     write_marker(out, RunMarker("multidoc", "scripted", Decoding(max_new_tokens=5).as_dict()))

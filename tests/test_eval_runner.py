@@ -41,11 +41,7 @@ K = 10
 
 
 class Scripted:
-    """Answers correctly when its gold passage is Document [1] or the last one, or alone.
-
-    Counts every prompt it generates for; ``fail_after`` makes it raise once that many
-    prompts have been generated (a model that dies mid-run).
-    """
+    """Right when the gold passage is first, last or alone; raises past ``fail_after`` prompts."""
 
     name = "scripted"
 
@@ -55,15 +51,7 @@ class Scripted:
         self.batches: list[int] = []
         self._lock = threading.Lock()
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int = 100,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[str]:
+    def generate(self, prompts: Sequence[str], **kwargs: Any) -> list[str]:
         with self._lock:
             if self.fail_after is not None and len(self.prompts) + len(prompts) > self.fail_after:
                 raise RuntimeError("scripted model failure")
@@ -112,33 +100,26 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.fixture()
-def profile(tmp_path: Path) -> Path:
-    """A position profile that reads the last of K places best (as the embedded model)."""
+def profile(tmp_path: Path) -> Path:  # the last of K places read best, as the embedded model
     path = tmp_path / "profile.json"
     PositionProfile(tuple([0.1] * (K - 1) + [0.9]), model_name="scripted", source="eval").save(path)
     return path
 
 
-def _numbers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Summary rows without wall-clock seconds (which differ between runs)."""
+def _numbers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:  # without the seconds
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
-def test_multidoc_sweep_numbers_and_report_files(data: Path, tmp_path: Path) -> None:
-    model = Scripted()
-    result = run_multidoc(model, data=data, questions=None, out=tmp_path / "out", batch_size=4)
+def test_multidoc_sweep_and_an_interrupted_run_resumed(data: Path, tmp_path: Path) -> None:
+    model, out = Scripted(), tmp_path / "whole"
+    result = run_multidoc(model, data=data, questions=None, out=out, batch_size=4)
     acc = {r["setting"]: r["accuracy"] for r in result.rows}
-    assert acc == {
-        "docs=10 gold=0 prompt=qa": 1.0,
-        "docs=10 gold=4 prompt=qa": 0.0,
-        "docs=10 gold=9 prompt=qa": 1.0,
-        "closedbook": 0.0,
-        "oracle": 1.0,
-    }
+    at = {f"docs=10 gold={g} prompt=qa": float(g != 4) for g in (0, 4, 9)}
+    assert acc == {**at, "closedbook": 0.0, "oracle": 1.0}
     assert len(model.prompts) == 12 * 5 and max(model.batches) <= 4
     for name in ("summary.json", "summary.csv", "report.md", "predictions.jsonl"):
-        assert (tmp_path / "out" / name).is_file()
-    png = tmp_path / "out" / "multidoc-accuracy-by-position.png"
+        assert (out / name).is_file()
+    png = out / "multidoc-accuracy-by-position.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = json.loads(result.summary_json.read_text())
     assert summary["sections"][0]["rows"][0]["n"] == 12
@@ -148,15 +129,11 @@ def test_multidoc_sweep_numbers_and_report_files(data: Path, tmp_path: Path) -> 
     assert "| gold at 4 | 12 | 0.0 [0.0, 0.0] |" in report
     assert "![" in report and "multidoc-accuracy-by-position.png" in report
     # the sweep's position profile, linear between the measured positions 0, 4 and 9
-    profile = PositionProfile.load(tmp_path / "out" / "profile.json")
+    profile = PositionProfile.load(out / "profile.json")
     assert profile.source == "eval" and profile.model_name == "scripted"
     assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
     assert profile.values[2] == 0.5 and profile.ranking()[:2] == [0, 9]
-
-
-def test_interrupted_run_resumes_without_recomputing(data: Path, tmp_path: Path) -> None:
-    full = Scripted()
-    whole = run_multidoc(full, data=data, questions=None, out=tmp_path / "whole", batch_size=4)
+    whole, full = result, model
     many = run_multidoc(  # threads give the same summary
         Scripted(), data=data, questions=None, out=tmp_path / "b", batch_size=2, concurrency=3
     )
@@ -180,6 +157,26 @@ def test_interrupted_run_resumes_without_recomputing(data: Path, tmp_path: Path)
     assert idle.prompts == [] and _numbers(third.rows) == _numbers(whole.rows)
     with pytest.raises(EvalConfigError, match="max_new_tokens"):  # other decoding: refused
         run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "cut", max_new_tokens=5)
+
+
+def _line(instance: str, prediction: str, seconds: float) -> str:
+    keys = {"task": "compare", "setting": "s", "strategy": "edge", "model": "m", "prompt_sha": "a"}
+    more = {"decoding": {"max_new_tokens": 8}, "cost": {"seconds": seconds}}
+    return json.dumps({**keys, "instance": instance, "prediction": prediction, **more}) + "\n"
+
+
+def test_a_joined_prediction_loads_once_and_a_differing_one_is_an_error(tmp_path: Path) -> None:
+    """Shard folders that each resumed from one file, joined: every shared line twice."""
+    path = tmp_path / "predictions.jsonl"
+    path.write_text(
+        _line("q:1", "Paris", 1.0) + _line("q:2", "Rome", 1.0) + _line("q:1", "Paris", 2.5)
+    )
+    store = PredictionStore(path)
+    assert [r["instance"] for r in store.records()] == ["q:1", "q:2"]
+    assert store.records()[0]["cost"] == {"seconds": 1.0}  # the first counts
+    path.write_text(_line("q:1", "Paris", 1.0) + _line("q:1", "Lyon", 1.0))
+    with pytest.raises(DataFormatError, match=r"line 2: a second prediction for .*q:1.* differs"):
+        PredictionStore(path)
 
 
 def test_bootstrap_interval_and_its_coverage() -> None:
@@ -249,12 +246,17 @@ def test_compare_baselines_and_a_row_added_to_the_table(
     assert len(calls) == 2 * 12
     with pytest.raises(EvalConfigError, match="unknown"):
         run_compare(Scripted(), data=data, strategies=["nope"], out=tmp_path)
+    ctx = open_context(Scripted(), tmp_path / "c", progress=False)  # a narrowed setting not run
+    dataset = load_multidoc(data, docs=K, questions=2)
+    with pytest.raises(EvalConfigError, match="gold_of"):
+        compare_section(
+            ctx, dataset, strategies=["edge"], gold=["random"], gold_of={"edge": ["worst"]}
+        )
 
 
 @pytest.mark.parametrize("k", [1, 2, 5, 10, 11])
 def test_framework_baselines_are_the_installed_classes_and_match_edge_modes(k: int) -> None:
-    """compare's langchain_reorder / llamaindex_reorder run the frameworks' own classes; their
-    outputs equal our edge_reorder modes on the same inputs (CI installs both frameworks)."""
+    """compare's framework reorder rows equal our edge_reorder modes (CI installs both)."""
     pytest.importorskip("langchain_community", reason="the langchain [test] extra installs it")
     pytest.importorskip("llama_index.core", reason="the llama_index package installs it")
     passages = tuple(Passage(f"text {i}", title=f"t{i}") for i in range(k))
@@ -287,9 +289,7 @@ class ScriptedScorer(Scripted):
         return out
 
 
-def test_compare_shares_convex_scoring_and_charges_each_variant(
-    data: Path, tmp_path: Path, profile: Path
-) -> None:
+def test_compare_shares_convex_scoring(data: Path, tmp_path: Path, profile: Path) -> None:
     model = ScriptedScorer()
     names = ["convex_score", "convex_score_profile", "convex_score_sandwich"]
     given = {"convex_score_profile": {"profile": profile}}
@@ -363,17 +363,16 @@ def test_shards_split_a_run_and_merge_by_concatenation(
 
 
 def test_shards_refuse_one_share_choices_and_bad_values(data: Path, tmp_path: Path) -> None:
-    with pytest.raises(EvalConfigError, match="--worst-position"):
-        run_compare(Scripted(), data=data, questions=None, out=tmp_path, shard=(1, 2))
-    with pytest.raises(EvalConfigError, match="--worst-position"):
-        run_voting(Scripted(), data=data, questions=None, out=tmp_path, shard=(1, 2))
-    with pytest.raises(EvalConfigError, match="--no-compare"):
-        run_quick(Scripted(), data=data, questions=4, out=tmp_path, shard=(1, 2))
-    with pytest.raises(EvalConfigError, match="holds no questions"):
-        run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "e", shard=(3, 3))
-    for shard in [(0, 2), (3, 2), (1, 0)]:
-        with pytest.raises(EvalConfigError, match="shard"):
-            run_multidoc(Scripted(), data=data, questions=2, out=tmp_path, shard=shard)
+    for run, questions, shard, match in [
+        (run_compare, None, (1, 2), "--worst-position"),
+        (run_voting, None, (1, 2), "--worst-position"),
+        (run_quick, 4, (1, 2), "--no-compare"),
+        (run_multidoc, 2, (3, 3), "holds no questions"),
+        *[(run_multidoc, 2, shard, "shard") for shard in [(0, 2), (3, 2), (1, 0)]],
+    ]:
+        out = tmp_path / "e" if shard == (3, 3) else tmp_path
+        with pytest.raises(EvalConfigError, match=match):
+            run(Scripted(), data=data, questions=questions, out=out, shard=shard)
     assert parse_shard("2/4") == (2, 4)
     for text in ("2", "a/b", "5/4", "1/2/3", "-1/2"):
         with pytest.raises(EvalConfigError, match="shard"):
@@ -408,10 +407,8 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_variant_errors_name_the_problem(data: Path, tmp_path: Path, profile: Path) -> None:
-    assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == (
-        "edge",
-        {"mode": "llamaindex", "top_k": 5, "x": 0.5, "y": True},
-    )
+    options = {"mode": "llamaindex", "top_k": 5, "x": 0.5, "y": True}
+    assert split_variant("edge:mode=llamaindex:top_k=5:x=0.5:y=true") == ("edge", options)
     assert all(strategy_options(name) == spec.options for name, spec in STRATEGIES.items())
     assert "placement" in strategy_options("convex_score")
     assert "placement" not in strategy_options("convex_score_profile")  # its name says how
@@ -433,9 +430,8 @@ def test_variant_errors_name_the_problem(data: Path, tmp_path: Path, profile: Pa
         run_compare(ScriptedScorer(), data=data, strategies=["convex_score:bogus=1"], out=tmp_path)
     # a profile given in the variant itself needs no --profile
     variant = f"convex_score_profile:profile={profile}"
-    result = run_compare(
-        ScriptedScorer(), data=data, strategies=[variant], gold=["random"], out=tmp_path / "c"
-    )
+    options = {"data": data, "gold": ["random"], "out": tmp_path / "c"}
+    result = run_compare(ScriptedScorer(), strategies=[variant], **options)
     assert [(r["strategy"], r["accuracy"]) for r in result.rows] == [(variant, 1.0)]
 
 
@@ -456,12 +452,3 @@ def test_quick_compares_scorers_with_the_profile_it_measured(data: Path, tmp_pat
     assert "passage_likelihood_profile uses the accuracy profile of this run's sweep" in report
     assert "'select_and_place'" in report  # the recorded call names the strategies run
     assert "vs retriever: won/lost (p)" in report  # every row paired with the retriever
-
-
-def test_compare_refuses_a_narrowed_setting_outside_the_run(data: Path, tmp_path: Path) -> None:
-    ctx = open_context(Scripted(), tmp_path / "c", progress=False)
-    dataset = load_multidoc(data, docs=K, questions=2)
-    with pytest.raises(EvalConfigError, match="gold_of"):
-        compare_section(
-            ctx, dataset, strategies=["edge"], gold=["random"], gold_of={"edge": ["worst"]}
-        )

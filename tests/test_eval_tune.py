@@ -1,10 +1,11 @@
-"""``rag-position tune``: measure on questions the reported figures never use, choose by
-paired accuracy within a token budget (cost breaking near-ties), write the tuned file."""
+"""``rag-position tune``: measure on unreported questions, choose within a budget, save it."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from rag_position.eval.tasks.tune import TUNE_SKIP, TUNE_STRATEGIES, check_candi
 from rag_position.eval.tasks.tune_choice import choose
 from rag_position.models.loading import spec_of
 from rag_position.strategies import STRATEGIES
+from rag_position.tuned import TunedChoice
 
 
 def _row(name: str, accuracy: float, tokens: float, n: int = 60) -> dict[str, object]:
@@ -62,6 +64,8 @@ def test_a_candidate_over_the_budget_is_measured_but_not_chosen() -> None:
 # ---------------------------------------------------------------------- candidates
 def test_candidates_are_orderings_with_a_component_and_the_retriever_first() -> None:
     assert check_candidates(None) == list(TUNE_STRATEGIES)
+    with pytest.raises(EvalConfigError, match=r"unknown 'gold_last'.*passage_likelihood"):
+        check_candidates(["gold_last"])  # the message lists the rows
     assert check_candidates(["edge", "retriever"]) == ["retriever", "edge"]
     for name in TUNE_STRATEGIES[1:]:
         base = name.split(":")[0]
@@ -89,11 +93,6 @@ def test_a_candidate_is_refused_before_any_work(name: str, says: str, tmp_path: 
     assert model.prompts == [] and not (tmp_path / "run").exists()
 
 
-def test_an_unknown_candidate_is_refused_listing_the_rows() -> None:
-    with pytest.raises(EvalConfigError, match=r"unknown 'gold_last'.*passage_likelihood"):
-        check_candidates(["gold_last"])
-
-
 # ---------------------------------------------------------------------- paths and specs
 def test_out_naming_a_json_file_is_the_tuned_file_with_the_run_beside_it() -> None:
     args = argparse.Namespace(out=Path("runs/tuned.json"), tuned=None)
@@ -118,11 +117,25 @@ def test_the_recorded_spec_loads_the_model_again() -> None:
 
 
 # ---------------------------------------------------------------------- runs
-def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path: Path) -> None:
+def test_tune_measures_and_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measures after the reported questions; writes the file while it holds its folder."""
     model, out = ScriptedScorer(), tmp_path / "run"
+    probe = (
+        "import sys; from rag_position.eval.engine.folder_lock import check_folder_free\n"
+        "try:\n    check_folder_free(sys.argv[1])\nexcept Exception:\n    sys.exit(3)\n"
+    )
+    held: list[int] = []
+    write = TunedChoice.write
+
+    def probing(self: TunedChoice, path: Path) -> Path:
+        held.append(subprocess.run([sys.executable, "-c", probe, str(out)]).returncode)
+        return write(self, path)
+
+    monkeypatch.setattr(TunedChoice, "write", probing)
     strategies = ["edge", "passage_likelihood:placement=last"]
     run = partial(run_tune, questions=4, strategies=strategies, out=out, spec="embedded")
     result = run(model, progress=False)
+    assert held == [3], "another process could take the folder while the tuned file was written"
     choice = read_tuned(out / "tuned.json")
     assert [e["strategy"] for e in choice.evidence] == ["retriever", *strategies]
     assert choice.questions["first"] == TUNE_SKIP and choice.questions["n"] == 4
@@ -140,35 +153,6 @@ def test_tune_measures_after_the_reported_questions_and_writes_the_file(tmp_path
     before = len(model.prompts)
     run(model, progress=False)
     assert len(model.prompts) == before
-
-
-def test_the_tuned_file_is_written_while_the_run_holds_its_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another process could take the folder between the report and the tuned file."""
-    import subprocess
-    import sys
-
-    from rag_position.tuned import TunedChoice
-
-    out = tmp_path / "run"
-    probe = (
-        "import sys; from rag_position.eval.engine.folder_lock import check_folder_free\n"
-        "try:\n    check_folder_free(sys.argv[1])\nexcept Exception:\n    sys.exit(3)\n"
-    )
-    held: list[int] = []
-    write = TunedChoice.write
-
-    def probing(self: TunedChoice, path: Path) -> Path:
-        held.append(subprocess.run([sys.executable, "-c", probe, str(out)]).returncode)
-        return write(self, path)
-
-    monkeypatch.setattr(TunedChoice, "write", probing)
-    run_tune(
-        ScriptedScorer(), questions=2, strategies=["edge"], out=out, spec="embedded",
-        progress=False,
-    )  # fmt: skip
-    assert held == [3], "another process could take the folder while the tuned file was written"
 
 
 def test_the_tuned_reorderer_runs_the_chosen_row(tmp_path: Path) -> None:
@@ -205,9 +189,7 @@ def test_shards_without_a_profile_or_a_skip_past_the_data_are_refused(
 
 
 @pytest.mark.slow
-def test_tune_from_the_command_line_on_the_embedded_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_tune_cli_on_the_embedded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """On a file of short passages (the packaged dev file's took 50 s of prompts)."""
     path = tmp_path / "tuned.json"
     data = write_gold_at_file(tmp_path / "short.jsonl", n=2)

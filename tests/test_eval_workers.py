@@ -1,5 +1,4 @@
-"""``workers``: a local model's chunks in forked processes: the records one thread writes, a
-failing or dying worker stops the run (the rerun resumes), a server's model is refused."""
+"""``workers``: a local model's chunks in forked processes write what one thread writes."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_eval_runner import Scripted, write_gold_at_file
+from test_eval_runner import Scripted, _numbers, write_gold_at_file
 
 from rag_position.cost import Cost
 from rag_position.eval import EvalConfigError, EvalRunError, run_multidoc
@@ -58,13 +57,10 @@ def _raw(folder: Path) -> list[dict[str, Any]]:
 
 
 def _records(folder: Path) -> list[dict[str, Any]]:
-    """The records without costs (their seconds differ between runs)."""
     return [{k: v for k, v in r.items() if not k.endswith("cost")} for r in _raw(folder)]
 
 
-def test_two_workers_write_what_one_thread_writes(
-    embedded_fp32: Any, tmp_path: Path, one_thread: None
-) -> None:
+def test_two_workers_write_as_one(embedded_fp32: Any, tmp_path: Path, one_thread: None) -> None:
     assert 0.4e9 < _weights_bytes(embedded_fp32) < 0.7e9  # 135M parameters in float32
     log = tmp_path / "pids.txt"
     model = PidLogged(embedded_fp32, log)
@@ -72,7 +68,6 @@ def test_two_workers_write_what_one_thread_writes(
     run_multidoc(model, out=tmp_path / "one", workers=1, **settings)
     assert {line.split()[0] for line in log.read_text().splitlines()} == {str(os.getpid())}
     log.unlink()
-
     torch.set_num_threads(2)  # the workers share these out: one thread each
     run_multidoc(model, out=tmp_path / "two", workers=2, **settings)
     calls = [line.split() for line in log.read_text().splitlines()]
@@ -104,41 +99,34 @@ def test_a_failed_worker_stops_the_run_and_the_rerun_resumes(tmp_path: Path, die
     data = write_gold_at_file(tmp_path / "nq-open-10_total_documents_gold_at_3.jsonl")
     whole = run_multidoc(Scripted(), data=data, questions=None, out=tmp_path / "whole")
     out = tmp_path / "cut"
+    failing = FailsOn(7, die=die)
     with pytest.raises(EvalRunError, match="rerun the same command") as err:
-        run_multidoc(
-            FailsOn(7, die=die), data=data, questions=None, out=out, batch_size=5, workers=2
-        )
+        run_multidoc(failing, data=data, questions=None, out=out, batch_size=5, workers=2)
     if die:
         assert "worker process ended without finishing its chunk" in str(err.value)
     else:
         assert "scripted failure on question 7" in str(err.value)
         assert "in worker process" in str(err.value)
         assert "scripted failure" in str(err.value.__cause__.__cause__)  # the worker's traceback
-    # 5 jobs per question (3 positions, closed book, oracle): those before question 7's
-    # (the 8th) are saved, in order
+    # 5 jobs a question (3 positions, closed book, oracle): those before question 7's, in order
     assert len(PredictionStore(out / "predictions.jsonl")) == 7 * 5
     instances = [r["instance"] for r in _raw(out)]
     assert instances == sorted(instances, key=lambda i: int(i.rsplit(":", 1)[1]))
-
     resumed = Scripted()
     again = run_multidoc(resumed, data=data, questions=None, out=out, batch_size=5, workers=2)
     assert resumed.prompts == []  # generated in the workers, not here
     assert len(PredictionStore(out / "predictions.jsonl")) == 12 * 5
-    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in again.rows]
-    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in whole.rows]
+    assert _numbers(again.rows) == _numbers(whole.rows)
 
 
-def test_a_servers_model_is_refused_workers() -> None:
+def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: None) -> None:
+    """...but one when remote, accelerated, or short of memory; a server's model is refused."""
     with pytest.raises(EvalConfigError, match="--concurrency"):
         check_workers(2, SimpleNamespace(concurrency=4))
     assert check_workers(1, SimpleNamespace(concurrency=4)) == 1
     for bad in (0, -1, True, 1.5):
         with pytest.raises(EvalConfigError, match="--workers must be an integer"):
             check_workers(bad, object())  # type: ignore[arg-type]
-
-
-def test_by_default_a_cpu_model_gets_one_worker_per_torch_thread(one_thread: None) -> None:
-    """...but one when remote, accelerated, or the memory cannot hold its weights twice."""
     cpu = torch.device("cpu")
     assert auto_workers(SimpleNamespace(device=cpu)) == 1  # one thread: shares side by side
     torch.set_num_threads(3)
@@ -176,8 +164,7 @@ def _prepared_in(log: Path, prompt: str) -> Prepared:
 
 
 def test_a_prompt_of_an_earlier_chunk_is_generated_once_as_in_one_process(tmp_path: Path) -> None:
-    """Strategies share prompts (select_and_place_profile's are select_and_place's when
-    the profile's best place is the last): reuse an earlier, even running, chunk's answer."""
+    """Strategies share prompts: an earlier, even running, chunk's answer is reused."""
     prompts = [f"prompt {i % 5} of the run" for i in range(24)]  # each prompt 4 or 5 times
     results = {}
     for workers in (1, 2):
@@ -234,8 +221,7 @@ def _alive(pid: int) -> bool:
 
 
 def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
-    """A ``--workers 2`` run of a slow scripted model in a process of its own; returns
-    it and its workers' pids once both have generated."""
+    """A ``--workers 2`` run of a slow model in a process; it and its workers, once both run."""
     log = tmp_path / "pids.txt"
     script = RUN_SCRIPT.format(
         tests=str(Path(__file__).parent), log=str(log), folder=str(tmp_path),
@@ -261,8 +247,7 @@ def _start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], set[int]]:
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT"])
 def test_the_workers_die_with_the_runs_process(tmp_path: Path, how: str) -> None:
-    """SIGKILL or SIGTERM of a ``--workers 2`` run left both workers alive minutes later,
-    re-parented to PID 1, at about 0.9 GB each; Ctrl-C ends the run with one line."""
+    """SIGKILL or SIGTERM of a run left both workers alive (0.9 GB each); Ctrl-C: one line."""
     run, workers = _start_run(tmp_path)
     try:
         os.kill(run.pid, getattr(signal, how))

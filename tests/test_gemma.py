@@ -7,14 +7,13 @@ A pretrained base model (no chat template: the eval takes the answer's first lin
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends_kit import check_first_line_eval
 
 from rag_position.errors import ModelSpecError
-from rag_position.eval import run_multidoc
 from rag_position.eval.engine.common import answer_stop
 from rag_position.models import find_backend, load_model
 from rag_position.models.embedded import GEMMA_PACKAGE, gemma_gguf_path
@@ -86,8 +85,4 @@ def test_batched_answers_equal_one_by_one_past_the_sliding_window(gemma: Any) ->
 
 @pytest.mark.slow
 def test_the_eval_takes_a_completion_models_first_line(gemma: Any, tmp_path: Path) -> None:
-    result = run_multidoc(gemma, questions=1, positions=[0], baselines=False, out=tmp_path)
-    (record,) = [json.loads(line) for line in (tmp_path / "predictions.jsonl").open()]
-    assert record["decoding"]["stop"] == ["\n"]
-    assert record["prediction"].strip() and "\n" not in record["prediction"]
-    assert "first line break" in result.report.read_text()
+    check_first_line_eval(gemma, tmp_path)

@@ -1,14 +1,16 @@
-"""What the second probe of issue 42 found: hostile files, replies and values, each
-refused with a clear error (or ignored where the docs say so), never a traceback, a hang
-or a write through a link."""
+"""Hostile input, each refused with a clear error (or ignored where the docs say so), never
+a traceback, a hang or a write through a link: what the second probe of issue 42 found, and
+text that is not valid Unicode (a lone surrogate, as JSON's ``\\ud800`` decodes to), refused
+before any model is asked with a ValueError naming the text and the position."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,25 @@ import numpy as np
 import pytest
 
 from rag_position.cli import main
-from rag_position.errors import BackendError
+from rag_position.data import load_kv, load_qa
+from rag_position.errors import BackendError, DataFormatError
 from rag_position.eval.engine.common import Decoding
 from rag_position.eval.engine.marker import RunMarker, check_run_folder, write_marker
 from rag_position.eval.engine.report import Section, write_report
-from rag_position.strategies import edge_reorder, profile_reorder
+from rag_position.models.embedders import SentenceTransformerEmbedder
+from rag_position.models.transformers_backend import TransformersModel
+from rag_position.passages import Passage, check_text
+from rag_position.strategies import (
+    convex_score,
+    edge_reorder,
+    fact,
+    likelihood_selection,
+    medoid_vote,
+    profile_reorder,
+    question_likelihood,
+    recite_then_solve,
+    sandwich,
+)
 from rag_position.strategies.profiles import PositionProfile
 
 DEEP = "[" * 200_000 + "]" * 200_000
@@ -38,8 +54,7 @@ def test_a_deep_line_in_an_unmarked_folder_is_not_a_traceback(tmp_path: Path) ->
 def test_a_runs_files_are_never_written_through_a_link_or_into_a_fifo(
     tmp_path: Path, name: str
 ) -> None:
-    """Each is written whole through a new file of a random name (``write_atomic``): a link
-    left at the old fixed temporary name was written through, a FIFO there blocked."""
+    """``write_atomic``: a link at the old fixed temporary name was written through."""
     victim = tmp_path / "victim"
     victim.write_text("mine")
     run = tmp_path / "run"
@@ -160,18 +175,132 @@ def test_tuned_naming_a_folder_by_its_slash_is_refused(capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize("bad", ["0.1", True, None])
-def test_scores_must_be_numbers(bad: Any) -> None:
+def test_scores_and_profiles_must_be_numbers(bad: Any) -> None:
     with pytest.raises(TypeError, match=r"`scores\[1\]` must be a number"):
         profile_reorder("q?", ["a", "b", "c"], profile=[0.3, 0.1, 0.5], scores=[0.2, bad, 3])
     if bad is not None:  # None is edge_reorder's "no score"
         with pytest.raises(TypeError, match=r"`scores\[1\]` must be a number"):
             edge_reorder(["a", "b", "c"], scores=[0.2, bad, 3], mode="llamaindex")
+        with pytest.raises(TypeError, match="must be numbers"):
+            PositionProfile((bad, 0.1, 0.4))
     assert profile_reorder(
         "q?", ["a", "b", "c"], profile=[0.3, 0.1, 0.5], scores=[np.float32(0.2), 1, 3.0]
     ).order == [1, 0, 2]  # c where the profile is best (2), b next (0), a last
 
 
-@pytest.mark.parametrize("bad", ["0.2", True])
-def test_a_profile_holds_numbers(bad: Any) -> None:
-    with pytest.raises(TypeError, match="must be numbers"):
-        PositionProfile((bad, 0.1, 0.4))
+# ---------------------------------------------------------------- not valid Unicode
+BAD = "what is \ud800?"
+DOCS = ["Paris is the capital of France.", "Rome is the capital of Italy."]
+
+
+class Untouchable:
+    """A scorer, generator and embedder that fails the test when it is asked anything."""
+
+    name = "untouchable"
+
+    def score_spans(self, prompts: Sequence[str], spans: Sequence[Any]) -> list[Any]:
+        raise AssertionError("score_spans was called with text that is not valid Unicode")
+
+    def generate(self, prompts: Sequence[str], **options: Any) -> list[str]:
+        raise AssertionError("generate was called with text that is not valid Unicode")
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        raise AssertionError("embed was called with text that is not valid Unicode")
+
+
+M = Untouchable()
+STRATEGIES: dict[str, Callable[[str, Any], Any]] = {
+    "convex_score": lambda q, docs: convex_score(q, docs, M),
+    "likelihood_selection": lambda q, docs: likelihood_selection(q, docs, M),
+    "question_likelihood": lambda q, docs: question_likelihood(q, docs, M),
+    "profile_reorder": lambda q, docs: profile_reorder(q, docs, profile=[0.1, 0.2]),
+    "sandwich": lambda q, docs: sandwich(q, docs),
+    "fact": lambda q, docs: fact(q, docs, M),
+    "recite_then_solve": lambda q, docs: recite_then_solve(q, docs, M),
+    "medoid_vote": lambda q, docs: medoid_vote(q, docs, M, M),
+}
+BAD_PASSAGE = [DOCS[0], "Rome \udc80 is the capital of Italy."]
+BAD_TITLE = [Passage(DOCS[0], title="Par\ud83dis"), Passage(DOCS[1])]
+BAD_CONTEXT = "Paris \udfff is the capital."
+CASES = [
+    *[
+        (name, BAD, DOCS, r"`question` is not valid Unicode.*'\\ud800' at character 8")
+        for name in sorted(STRATEGIES)
+    ],
+    # all but profile_reorder put the passages' text in prompts
+    *[
+        (name, "Q?", BAD_PASSAGE, r"passage 1's text is not valid Unicode.*character 5")
+        for name in STRATEGIES
+        if name != "profile_reorder"
+    ],
+    *[
+        (name, "Q?", BAD_TITLE, "passage 0's title is not valid Unicode")
+        for name in ("convex_score", "sandwich")
+    ],
+    *[
+        (name, "Q?", BAD_CONTEXT, "the context is not valid Unicode")
+        for name in ("fact", "recite_then_solve")
+    ],
+]
+
+
+def test_check_text_names_the_text_and_the_position() -> None:
+    assert check_text("Zürich, 東京", "`question`") == "Zürich, 東京"
+    with pytest.raises(ValueError, match=r"`question` is not valid Unicode.*character 8") as err:
+        check_text(BAD, "`question`")
+    assert "\\ud800" in str(err.value)  # shown escaped: the message itself prints anywhere
+    str(err.value).encode("utf-8")
+    with pytest.raises(TypeError, match="prompt 2 must be a str, got int"):
+        check_text(3, "prompt 2")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "question", "docs", "message"), CASES)
+def test_strategies_refuse_text_that_is_not_unicode(
+    name: str, question: str, docs: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        STRATEGIES[name](question, docs)
+
+
+def test_backends_refuse_prompts_before_tokenizing_or_encoding() -> None:
+    model = TransformersModel.__new__(TransformersModel)  # no weights nor tokenizer
+    with pytest.raises(ValueError, match=r"prompt 1 is not valid Unicode.*character 8"):
+        model.generate(["fine", BAD], max_new_tokens=4)
+    with pytest.raises(ValueError, match="prompt 0 is not valid Unicode"):
+        model.score_spans([BAD], [(0, 4)])
+    with pytest.raises(ValueError, match="stop string 0 is not valid Unicode"):
+        model.generate(["fine"], max_new_tokens=4, stop=["\ud800"])
+    with pytest.raises(ValueError, match="text is not valid Unicode"):
+        model.count_tokens(BAD)
+    with pytest.raises(ValueError, match="prompt is not valid Unicode"):
+        model.token_logprobs(BAD)
+    embedder = SentenceTransformerEmbedder.__new__(SentenceTransformerEmbedder)
+    with pytest.raises(ValueError, match="text 1 is not valid Unicode"):
+        embedder.embed(["fine", BAD])
+
+
+# ---------------------------------------------------------------- data files
+CTXS = [{"title": "t0", "text": "passage 0", "isgold": True}]
+GOOD = {"question": "q?", "answers": ["x"], "ctxs": CTXS}
+KV = {"ordered_kv_records": [["k0", "v0"], ["k1", "v1"]], "key": "k0", "value": "v0"}
+KV_FIELD = r"'ordered_kv_records\[1\]\[0\]'"
+
+
+@pytest.mark.parametrize(
+    ("load", "record", "field"),
+    [
+        (load_qa, {**GOOD, "question": BAD}, "'question'"),
+        (load_qa, {**GOOD, "answers": ["x", "\ud800"]}, r"'answers\[1\]'"),
+        (load_qa, {**GOOD, "ctxs": [*CTXS, {"title": "", "text": BAD}]}, r"'ctxs\[1\]\.text'"),
+        (load_kv, {**KV, "ordered_kv_records": [["k0", "v0"], ["k\udc00", "v1"]]}, KV_FIELD),
+    ],
+    ids=["question", "answer", "passage", "kv-key"],
+)
+def test_a_data_file_with_a_lone_surrogate_names_line_and_field(
+    tmp_path: Path, load: Callable[[Path], object], record: dict[str, Any], field: str
+) -> None:
+    path = tmp_path / "data.jsonl"
+    good = json.dumps(GOOD if load is load_qa else KV)
+    path.write_text(good + "\n" + json.dumps(record) + "\n")  # \ud800 escaped
+    with pytest.raises(DataFormatError, match=rf"line 2: field {field} is not valid Unicode"):
+        load(path)

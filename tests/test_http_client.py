@@ -11,24 +11,10 @@ import time
 from rag_position.models.openai_backend import OpenAICompatibleModel
 
 
-def test_a_closed_model_is_collected_at_once_and_its_loop_closed() -> None:
+def test_a_closed_model_opens_again_and_is_collected_at_once_its_loops_closed() -> None:
     """The finalizer found the stopping loop, sent it the client's close, waited 5 s and left
     that close pending ("Task was destroyed but it is pending"); the loop was never closed."""
     model = OpenAICompatibleModel("http://127.0.0.1:9/v1", "m")  # nothing is sent
-    loop, _ = model._http._start()
-    start = time.monotonic()
-    model.close()
-    del model
-    gc.collect()
-    assert time.monotonic() - start < 2.0
-    deadline = time.monotonic() + 5
-    while not loop.is_closed() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert loop.is_closed()
-
-
-def test_a_closed_model_opens_again_and_closes_again() -> None:
-    model = OpenAICompatibleModel("http://127.0.0.1:9/v1", "m")
     first, _ = model._http._start()
     model.close()
     second, _ = model._http._start()  # the next request starts a new loop
@@ -39,3 +25,7 @@ def test_a_closed_model_opens_again_and_closes_again() -> None:
     del model
     gc.collect()
     assert time.monotonic() - start < 2.0
+    deadline = time.monotonic() + 5
+    while not (first.is_closed() and second.is_closed()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first.is_closed() and second.is_closed()

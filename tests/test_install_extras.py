@@ -1,9 +1,6 @@
-"""The core installs without torch: what a remote-only user imports works without it, and
-what needs an extra says which.
-
-Run in a subprocess where torch, transformers, sentence-transformers and matplotlib
-cannot be imported (as after ``pip install rag-position`` with no extras).
-"""
+"""The core installs without torch: what a remote-only user imports works, and what needs an
+extra says which (in a subprocess where torch, transformers, sentence-transformers and
+matplotlib cannot be imported, as after ``pip install rag-position`` with no extras)."""
 
 from __future__ import annotations
 
@@ -66,5 +63,4 @@ def test_the_core_imports_and_runs_without_torch() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr

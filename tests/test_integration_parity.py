@@ -1,10 +1,5 @@
-"""The LangChain and LlamaIndex integrations expose the same options and write the same metadata.
-
-Counterpart components have equal public options and defaults (pydantic ``model_fields``,
-less each framework's own plumbing), the core function's where it has the option; a reorder
-of the same input writes records of the same keys (on the same model, the same order and
-values); both ``PositionAwareRetriever``s know the same strategy names.
-"""
+"""The LangChain and LlamaIndex integrations expose the same options (the core function's
+defaults), know the same strategy names and write the same metadata."""
 
 from __future__ import annotations
 
@@ -42,28 +37,19 @@ VARIANTS = {
     "select_and_place_profile": "select_and_place",
 }
 
-# (strategy, LangChain class, LlamaIndex class, the core function whose defaults apply)
-PAIRS: list[tuple[str, type[Any], type[Any], Callable[..., Any] | None]] = [
-    ("likelihood_selection", lc.LikelihoodReorder, li.LikelihoodReorder, core.likelihood_selection),
-    ("convex_score", lc.ConvexScoreReorder, li.ConvexScoreReorder, core.convex_score),
-    (
-        "passage_likelihood",
-        lc.PassageLikelihoodReorder,
-        li.PassageLikelihoodReorder,
-        core.passage_likelihood,
-    ),
-    ("select_and_place", lc.SelectAndPlace, li.SelectAndPlace, core.select_and_place),
-    ("profile", lc.ProfileReorder, li.ProfileReorder, None),
-    ("edge", lc.EdgeReorder, li.EdgeReorder, core.edge_reorder),
-    ("edge", lc.EdgeReorderTransformer, li.EdgeReorder, core.edge_reorder),
-    (
-        "recite_then_solve",
-        lc.ReciteThenSolve,
-        li.ReciteThenSolveQueryEngine,
-        core.recite_then_solve,
-    ),
-    ("fact", lc.FactRewriter, li.FactQueryEngine, core.fact),
-    ("medoid_vote", lc.MedoidVoting, li.MedoidVotingQueryEngine, core.medoid_vote),
+# (strategy, LangChain class, LlamaIndex class): the strategy row's function gives the
+# defaults (profile's: only its relevance)
+PAIRS: list[tuple[str, str, str]] = [
+    ("likelihood_selection", "LikelihoodReorder", "LikelihoodReorder"),
+    ("convex_score", "ConvexScoreReorder", "ConvexScoreReorder"),
+    ("passage_likelihood", "PassageLikelihoodReorder", "PassageLikelihoodReorder"),
+    ("select_and_place", "SelectAndPlace", "SelectAndPlace"),
+    ("profile", "ProfileReorder", "ProfileReorder"),
+    ("edge", "EdgeReorder", "EdgeReorder"),
+    ("edge", "EdgeReorderTransformer", "EdgeReorder"),
+    ("recite", "ReciteThenSolve", "ReciteThenSolveQueryEngine"),
+    ("fact", "FactRewriter", "FactQueryEngine"),
+    ("medoid", "MedoidVoting", "MedoidVotingQueryEngine"),
 ]
 
 # Each framework's own plumbing, which has no counterpart by nature: LangChain's batch
@@ -108,55 +94,42 @@ def core_defaults(function: Callable[..., Any]) -> dict[str, Any]:
     return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
 
 
-@pytest.mark.parametrize(
-    ("strategy", "lc_cls", "li_cls", "function"),
-    PAIRS,
-    ids=[f"{a.__name__}-{b.__name__}" for _, a, b, _ in PAIRS],
-)
+@pytest.mark.parametrize(("strategy", "lc_name", "li_name"), PAIRS, ids=[p[1] for p in PAIRS])
 def test_counterparts_have_the_same_options_and_defaults(
-    strategy: str, lc_cls: type[Any], li_cls: type[Any], function: Callable[..., Any] | None
+    strategy: str, lc_name: str, li_name: str
 ) -> None:
-    lc_options, li_options = options(lc_cls, "langchain"), options(li_cls, "llama_index")
+    lc_options = options(getattr(lc, lc_name), "langchain")
+    li_options = options(getattr(li, li_name), "llama_index")
     assert sorted(lc_options) == sorted(li_options)
     assert lc_options == li_options
-    if function is not None:  # the core function's own names and defaults
-        defaults = core_defaults(function)
-        if strategy == "fact":
-            defaults["top_k"] = core_defaults(core.embedding_retrieve)["top_k"]
-        for name, default in defaults.items():
-            if name in lc_options:
-                assert lc_options[name] == default, name
-        used = {n for n in defaults if n in lc_options}
-        expected = set(defaults) - {"retrieve", "stop", "permute", "scores"}
-        assert used == expected, f"{strategy}: core options not exposed: {expected - used}"
+    if strategy == "profile":  # the relevance is the core function's default
+        relevance = core_defaults(core.profile_reorder)["relevance"]
+        assert lc_options["relevance"] == relevance == "passage_likelihood"
+        return
+    defaults = core_defaults(STRATEGIES[strategy].function)  # its own names and defaults
+    if strategy == "fact":
+        defaults["top_k"] = core_defaults(core.embedding_retrieve)["top_k"]
+    for name, default in defaults.items():
+        if name in lc_options:
+            assert lc_options[name] == default, name
+    used = {n for n in defaults if n in lc_options}
+    expected = set(defaults) - {"retrieve", "stop", "permute", "scores"}
+    assert used == expected, f"{strategy}: core options not exposed: {expected - used}"
 
 
-def test_profile_relevance_is_the_core_default_everywhere() -> None:
-    relevance = inspect.signature(core.profile_reorder).parameters["relevance"].default
-    assert relevance == "passage_likelihood"
-    assert lc.ProfileReorder.model_fields["relevance"].default == relevance
-    assert li.ProfileReorder.model_fields["relevance"].default == relevance
-
-
-def test_position_aware_retrievers_know_the_same_strategy_names() -> None:
+def test_the_named_strategies_are_the_reordering_rows_of_the_core_table() -> None:
+    """One table: both PositionAwareRetrievers know the same names, each a row of
+    rag_position.STRATEGIES that reorders, built by its counterpart components."""
     assert set(LC_STRATEGIES) == set(LI_STRATEGIES) == REORDER_NAMES
-    by_strategy = {
-        s: (a, b)
-        for s, a, b, _ in PAIRS
-        if s in REORDER_NAMES and a is not lc.EdgeReorderTransformer
-    }
-    for name in REORDER_NAMES:
-        pair = by_strategy[VARIANTS.get(name, name)]
-        assert (LC_STRATEGIES[name], LI_STRATEGIES[name]) == pair
-
-
-def test_the_named_strategies_are_reordering_rows_of_the_core_table() -> None:
-    """One table: every strategy name the integrations know is a row of rag_position.STRATEGIES."""
     rows = component_rows()
     assert set(rows) == REORDER_NAMES
     assert {name: row.name for name, row in rows.items() if row.name != name} == VARIANTS
+    by_strategy = {s: (a, b) for s, a, b in PAIRS if a != "EdgeReorderTransformer"}
     for name in REORDER_NAMES:
         assert name in STRATEGIES and not STRATEGIES[name].answers, name
+        lc_name, li_name = by_strategy[VARIANTS.get(name, name)]
+        assert LC_STRATEGIES[name] is getattr(lc, lc_name), name
+        assert LI_STRATEGIES[name] is getattr(li, li_name), name
 
 
 @pytest.mark.parametrize("fw", FRAMEWORKS)

@@ -1,5 +1,4 @@
-"""open-domain on the release's retrieval-results format (written here, ``hasanswer`` at
-chosen ranks: recall@k known exactly), and on sentence chunks; a scripted reader."""
+"""open-domain on retrieval results (``hasanswer`` at chosen ranks) and on sentence chunks."""
 
 from __future__ import annotations
 
@@ -10,6 +9,8 @@ import pytest
 from test_data import _write_jsonl as write
 from test_eval_runner import Scripted, write_gold_at_file
 
+import rag_position.eval.cli as eval_cli
+from rag_position.cli import main
 from rag_position.errors import DataFormatError
 from rag_position.eval import EvalConfigError
 from rag_position.eval.tasks.open_domain import DEFAULT_KS, run_open_domain
@@ -57,9 +58,7 @@ def by(rows: list[dict[str, Any]], strategy: str) -> dict[int, float]:
     return {r["k"]: r["accuracy"] for r in rows if r["strategy"] == strategy}
 
 
-def test_retrieval_results_give_recall_from_flags_and_read_in_file_order(
-    retrieved: Path, tmp_path: Path
-) -> None:
+def test_retrieval_results_recall_and_file_order(retrieved: Path, tmp_path: Path) -> None:
     model = Scripted()
     result = run_open_domain(model, data=retrieved, out=tmp_path / "out")
     assert by(result.rows, "retriever-recall") == pytest.approx(RECALL)
@@ -90,12 +89,6 @@ def test_plain_jsonl_questions_and_smaller_ks(tmp_path: Path) -> None:
     assert len(ranked[0].question.passages) == 10 and ranked[1].hits[9] is True
     with pytest.raises(EvalConfigError, match="--questions 6 asks for more questions"):
         run_open_domain(Scripted(), data=plain, ks=[1], questions=6, out=tmp_path / "p")
-
-
-def test_format_detection(retrieved: Path, tmp_path: Path) -> None:
-    assert is_retrieval_results(retrieved)
-    assert not is_retrieval_results(write_gold_at_file(tmp_path / "gold_at.jsonl"))  # isgold
-    assert not is_retrieval_results(write(tmp_path / "empty.jsonl", []))
 
 
 DROP = object()
@@ -136,7 +129,10 @@ def test_malformed_lines_name_file_line_and_field(
     assert len(load_retrieved(path, depth=50, limit=line - 1)) == line - 1  # the rest unread
 
 
-def test_corpus_options_do_not_apply_to_retrieval_results(retrieved: Path, tmp_path: Path) -> None:
+def test_format_detection_and_corpus_options(retrieved: Path, tmp_path: Path) -> None:
+    assert is_retrieval_results(retrieved)
+    assert not is_retrieval_results(write_gold_at_file(tmp_path / "gold_at.jsonl"))  # isgold
+    assert not is_retrieval_results(write(tmp_path / "empty.jsonl", []))
     with pytest.raises(EvalConfigError, match=r"--chunk-sentences: .* retrieval results"):
         run_open_domain(Scripted(), data=retrieved, chunk_sentences=1, out=tmp_path)
     with pytest.raises(EvalConfigError, match=r"--retriever bm25: .* retrieval results"):
@@ -147,11 +143,8 @@ def test_sentence_chunks() -> None:
     sentences = ["One is here.", "Two is there!", "Three?", "Four."]
     a = Passage(" ".join(sentences), title="A")
     b = Passage("One is here.", title="A")  # a duplicate of a's first chunk
-    assert [(c.title, c.text) for c in sentence_chunks([a, b], 2)] == [
-        ("A", "One is here. Two is there!"),
-        ("A", "Three? Four."),
-        ("A", "One is here."),
-    ]
+    pairs = [("A", "One is here. Two is there!"), ("A", "Three? Four."), ("A", "One is here.")]
+    assert [(c.title, c.text) for c in sentence_chunks([a, b], 2)] == pairs
     assert [c.text for c in sentence_chunks([a, b], 1)] == sentences
     assert [c.text for c in sentence_chunks([a], 9)] == [a.text]
     with pytest.raises(ValueError, match="positive"):
@@ -159,8 +152,7 @@ def test_sentence_chunks() -> None:
 
 
 def test_chunked_corpus_with_bm25(tmp_path: Path) -> None:
-    """The oracle format: each passage the gold sentence among fillers; chunks of one
-    sentence; recall by the normalised answer in the chunk's text."""
+    """The oracle format in 1-sentence chunks; recall: the normalised answer in the chunk."""
     path = tmp_path / "oracle.jsonl"
     rows = []
     for q in range(6):
@@ -185,14 +177,8 @@ def test_chunked_corpus_with_bm25(tmp_path: Path) -> None:
 
 
 def test_cli_reads_retrieval_results(
-    retrieved: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    retrieved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    import rag_position.eval.cli as eval_cli
-    from rag_position.cli import main
-
     monkeypatch.setattr(eval_cli, "load_model", lambda spec, **kw: Scripted())
     out = tmp_path / "od"
     argv = ["eval", "open-domain", "--data", str(retrieved), "--out", str(out), "--no-progress"]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _backends_kit import NoTokenize
 
 from rag_position.errors import (
     BackendError,
@@ -24,6 +25,7 @@ from rag_position.eval.engine.common import answer_stop
 from rag_position.models import Generator, Scorer, load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
 from rag_position.models.transformers_backend import TransformersModel
+from rag_position.serving import free_port
 from rag_position.testing.openai_double import (
     NO_CHAT_TEMPLATE,
     HTTPError,
@@ -119,16 +121,8 @@ def test_score_spans_argument_errors(server: ModelServer) -> None:
 
 def test_completions_echo_format(server: ModelServer, embedded_raw: TransformersModel) -> None:
     prompt = "The sky is"
-    status, body = _post(
-        server.url + "/completions",
-        {
-            "model": server.model_name,
-            "prompt": prompt,
-            "echo": True,
-            "logprobs": 0,
-            "max_tokens": 0,
-        },
-    )
+    echo = {"model": server.model_name, "prompt": prompt, "echo": True, "logprobs": 0}
+    status, body = _post(server.url + "/completions", {**echo, "max_tokens": 0})
     assert status == 200
     choice = body["choices"][0]
     assert choice["text"] == prompt
@@ -139,10 +133,8 @@ def test_completions_echo_format(server: ModelServer, embedded_raw: Transformers
     assert lp["top_logprobs"][0] is None and len(lp["top_logprobs"]) == len(lp["tokens"])
     assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}
     # With generated tokens: prompt tokens, then completion tokens, offsets into the text.
-    status, body = _post(
-        server.url + "/completions",
-        {"prompt": prompt, "echo": True, "logprobs": 1, "max_tokens": 3, "temperature": 0},
-    )
+    echo |= {"logprobs": 1, "max_tokens": 3, "temperature": 0}
+    status, body = _post(server.url + "/completions", echo)
     lp = body["choices"][0]["logprobs"]
     text = body["choices"][0]["text"]
     assert status == 200 and text.startswith(prompt) and len(text) > len(prompt)
@@ -237,9 +229,7 @@ def test_the_chat_template_is_detected_once_without_generating(
         raw, max_new_tokens=6, stop=["\n"]
     )
     assert base_model_server.count("/v1/chat/completions") == 0  # never tried
-
-
-def test_the_vllm_refusal_is_what_the_double_sends(base_model_server: ModelServer) -> None:
+    # what vLLM answers a base model's chat request, the double answers too
     status, body = _post(
         base_model_server.url.removesuffix("/v1") + "/tokenize",
         {"model": "base", "messages": [{"role": "user", "content": "Hi"}]},
@@ -266,20 +256,12 @@ def test_a_given_chat_template_is_not_asked_for(server: ModelServer) -> None:
         _client(server, scoring="fast")
 
 
-class _NoTokenize(OpenAIHandler):
-    """A server without vLLM's /tokenize (OpenAI's API, a proxy): 404 there."""
-
-    def _routes(self) -> Any:
-        routes = super()._routes()
-        return {key: fn for key, fn in routes.items() if not key[1].endswith("/tokenize")}
-
-
 class _OtherRefusal(OpenAIHandler):
     def tokenize(self, req: dict[str, Any]) -> dict[str, Any]:
         raise HTTPError(400, "messages are not supported here")
 
 
-@pytest.mark.parametrize("handler", [_NoTokenize, _OtherRefusal], ids=["404", "other-400"])
+@pytest.mark.parametrize("handler", [NoTokenize, _OtherRefusal], ids=["404", "other-400"])
 def test_a_server_that_cannot_say_keeps_the_chat_endpoint(
     embedded_fp32: TransformersModel, handler: type[OpenAIHandler]
 ) -> None:
@@ -291,7 +273,7 @@ def test_a_server_that_cannot_say_keeps_the_chat_endpoint(
 
 def test_an_unreachable_server_is_an_error_and_is_asked_again() -> None:
     remote = OpenAICompatibleModel(
-        f"http://127.0.0.1:{_free_port()}/v1", "m", timeout=0.5, max_retries=0
+        f"http://127.0.0.1:{free_port()}/v1", "m", timeout=0.5, max_retries=0
     )
     for _ in range(2):  # not remembered as an answer
         with pytest.raises(BackendUnavailableError, match=r"/tokenize for model 'm'"):
@@ -350,12 +332,6 @@ def test_5xx_and_429_are_retried_then_reported(server: ModelServer) -> None:
         remote.generate(["Hello"], max_new_tokens=2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("kind", ["nothing-listening", "never-answers"])
 def test_server_down_is_unavailable_within_timeout(kind: str) -> None:
     timeout, retries = 0.5, 1
@@ -365,7 +341,7 @@ def test_server_down_is_unavailable_within_timeout(kind: str) -> None:
             sock.listen(4)
             port = sock.getsockname()[1]
         else:
-            port = _free_port()
+            port = free_port()
         remote = OpenAICompatibleModel(
             f"http://127.0.0.1:{port}/v1", "m", timeout=timeout, max_retries=retries
         )
@@ -378,8 +354,13 @@ def test_server_down_is_unavailable_within_timeout(kind: str) -> None:
     assert elapsed < timeout + 0.5
 
 
-class _NoLogprobs(OpenAIHandler):
-    """A server like OpenAI's chat models: completions without prompt log-probabilities."""
+class _TwoModelsNoLogprobs(OpenAIHandler):
+    """Two models, completions without prompt log-probabilities (as OpenAI's chat models)."""
+
+    def models(self, req: dict[str, Any]) -> dict[str, Any]:
+        body = super().models(req)
+        body["data"].append({**body["data"][0], "id": "second-model"})
+        return body
 
     def postprocess(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         for choice in body.get("choices", []):
@@ -387,25 +368,15 @@ class _NoLogprobs(OpenAIHandler):
         return body
 
 
-class _TwoModels(OpenAIHandler):
-    def models(self, req: dict[str, Any]) -> dict[str, Any]:
-        body = super().models(req)
-        body["data"].append({**body["data"][0], "id": "second-model"})
-        return body
-
-
-def test_server_without_prompt_logprobs(embedded_fp32: TransformersModel) -> None:
-    with serve(embedded_fp32, handler=_NoLogprobs) as srv:
-        remote = _client(srv)
-        with pytest.raises(ScoringUnsupportedError, match="cannot return prompt log-prob"):
-            remote.score_spans(["Hello there"], [(5, 11)])
-
-
-def test_several_models_need_a_name(embedded_fp32: TransformersModel) -> None:
-    with serve(embedded_fp32, handler=_TwoModels) as srv:
+def test_several_models_need_a_name_and_scoring_needs_prompt_logprobs(
+    embedded_fp32: TransformersModel,
+) -> None:
+    with serve(embedded_fp32, handler=_TwoModelsNoLogprobs) as srv:
         with pytest.raises(ModelSpecError, match=r"2 models.*second-model"):
             load_model("openai:" + srv.url)
         assert load_model("openai:" + srv.url, model="second-model").name == "second-model"
+        with pytest.raises(ScoringUnsupportedError, match="cannot return prompt log-prob"):
+            _client(srv).score_spans(["Hello there"], [(5, 11)])
 
 
 def test_prompt_over_the_window(embedded_fp32: TransformersModel) -> None:
@@ -476,10 +447,11 @@ def test_count_tokens_with_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # ---------------------------------------------------------------------- forced scoring
 def test_a_server_that_does_not_force_is_detected_and_scored_by_echo(
-    embedded_fp32: TransformersModel,
+    server: ModelServer, embedded_fp32: TransformersModel
 ) -> None:
     """A double with token strings, like a vLLM without rag-position's processor: it
-    ignores vllm_xargs, so the output is not the forced tokens."""
+    ignores vllm_xargs, so the output is not the forced tokens. One without token strings
+    is probed once too."""
     prompt, span = PROMPT, _spans(PROMPT)["end"]
     with serve(embedded_fp32, token_strs=True) as srv:
         echo = _client(srv, scoring="echo").score_spans([prompt], [span])[0]
@@ -493,10 +465,6 @@ def test_a_server_that_does_not_force_is_detected_and_scored_by_echo(
         assert auto.usage.generated_tokens == 0  # scoring generates nothing
         with pytest.raises(ScoringUnsupportedError, match="rag-position serve"):
             _client(srv, scoring="forced").score_spans([prompt], [span])
-
-
-def test_a_server_without_token_strings_is_probed_once(server: ModelServer) -> None:
-    prompt, span = PROMPT, _spans(PROMPT)["end"]
     auto = _client(server)
     before = server.count("/tokenize"), server.count("/v1/completions")
     auto.score_spans([prompt] * 3, [span] * 3)

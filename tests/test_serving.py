@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from rag_position.serving import FORCE_PROCESSOR, ServerStartError, VLLMServer
 pytestmark = pytest.mark.slow  # the embedded model is exported (once, cached) for vLLM
 SET = "is set by rag-position serve itself"
 ABBREVIATES = r"abbreviates --\S+, which rag-position serve sets"
+PY = sys.executable
 
 
 def test_the_embedded_model_is_exported_once_to_a_transformers_folder() -> None:
@@ -41,7 +43,7 @@ def test_the_embedded_model_is_exported_once_to_a_transformers_folder() -> None:
 def test_the_command_passes_the_options_through() -> None:
     server = VLLMServer("embedded", port=8123, dtype="bfloat16", max_model_len=2048,
                         tensor_parallel_size=2, api_key="s3cret", extra_args=["--enforce-eager"],
-                        vllm_python=sys.executable)  # fmt: skip
+                        vllm_python=PY)  # fmt: skip
     command = server.command()
     assert command[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(command)
@@ -50,7 +52,7 @@ def test_the_command_passes_the_options_through() -> None:
                  f"--logits-processors {FORCE_PROCESSOR}", "--enable-prefix-caching"):  # fmt: skip
         assert part in joined
     assert command[-1] == "--enforce-eager"
-    off = VLLMServer("embedded", port=8123, vllm_python=sys.executable,
+    off = VLLMServer("embedded", port=8123, vllm_python=PY,
                      extra_args=["--no-enable-prefix-caching"]).command()  # fmt: skip
     assert "--enable-prefix-caching" not in off and off[-1] == "--no-enable-prefix-caching"
     assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
@@ -59,7 +61,7 @@ def test_the_command_passes_the_options_through() -> None:
     # the key reaches vLLM by its environment, never on the command line (`ps` shows that)
     assert env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in joined
     assert (serving.PLUGIN_DIR / "rag_position_vllm.py").is_file()
-    free = VLLMServer("embedded", port=0, vllm_python=sys.executable)  # port 0: a free one
+    free = VLLMServer("embedded", port=0, vllm_python=PY)  # port 0: a free one
     free.command()
     assert free.port > 0 and f":{free.port}/v1/" in free.spec
     VLLMServer("embedded", extra_args=["--enforce-eager", "--max-num-seqs", "4"])  # unmanaged
@@ -114,24 +116,18 @@ def test_a_missing_vllm_is_said_before_the_export(monkeypatch: pytest.MonkeyPatc
 def test_an_open_server_without_a_key_is_refused_unless_meant(host: str) -> None:
     """``--host 0.0.0.0`` without a key started an open server with no warning."""
     with pytest.raises(ValueError, match="without an API key"):
-        VLLMServer("embedded", host=host, vllm_python=sys.executable)
-    VLLMServer("embedded", host=host, api_key="k", vllm_python=sys.executable)
-    VLLMServer("embedded", host=host, allow_open=True, vllm_python=sys.executable)
+        VLLMServer("embedded", host=host, vllm_python=PY)
+    VLLMServer("embedded", host=host, api_key="k", vllm_python=PY)
+    VLLMServer("embedded", host=host, allow_open=True, vllm_python=PY)
     for loopback in ("127.0.0.1", "localhost", "::1"):
-        VLLMServer("embedded", host=loopback, vllm_python=sys.executable)
-
-
-def test_serve_refuses_an_open_host_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["serve", "--host", "0.0.0.0", "--vllm-python", sys.executable])
-    err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err
-    assert "--allow-open" in err and "without an API key" in err
+        VLLMServer("embedded", host=loopback, vllm_python=PY)
 
 
 def test_a_failed_start_is_reported_with_the_server_s_output(tmp_path: Path) -> None:
     fake = tmp_path / "python"
-    fake.write_text(
-        "#!/bin/sh\necho 'RuntimeError: operator torchvision::nms does not exist'\nexit 3\n"
+    fake.write_text(  # the exit after a moment: the server is asked for /health meanwhile
+        "#!/bin/sh\necho 'RuntimeError: operator torchvision::nms does not exist'\n"
+        "sleep 1\nexit 3\n"
     )
     fake.chmod(0o755)
     server = VLLMServer("embedded", port=0, vllm_python=fake, startup_timeout=60)
@@ -143,20 +139,33 @@ def test_a_failed_start_is_reported_with_the_server_s_output(tmp_path: Path) -> 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = VLLMServer("embedded", port=port, vllm_python=sys.executable)
+        server = VLLMServer("embedded", port=port, vllm_python=PY)
         with pytest.raises(ServerStartError, match=f"cannot serve on 127.0.0.1:{port}"):
             server.start()
 
 
-def test_the_cli_prints_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "hf:/nonexistent", "--vllm-python", PY], ["is not a folder"]),
+        (["--vllm-python", "/nonexistent/python"], ["--vllm-python names /nonexistent/python"]),
+        (["--host", "0.0.0.0", "--vllm-python", PY], ["--allow-open", "without an API key"]),
+    ],
+    ids=["bad-model", "no-vllm", "open-host"],
+)
+def test_the_cli_prints_one_line_errors(
+    argv: list[str], says: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each in one line, no traceback; serve leaves the signal handlers as it found them."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert main(["serve", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(said in err for said in says), err
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     with pytest.raises(SystemExit) as exited:  # refused by argument parsing, before any load
-        main(["serve", "--port", "70000", "--vllm-python", sys.executable])
+        main(["serve", "--port", "70000", "--vllm-python", PY])
     assert exited.value.code == 2
     assert "argument --port: must be a port number from 0 to 65535" in capsys.readouterr().err
-    assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
-    assert "is not a folder" in capsys.readouterr().err
-    assert main(["serve", "--vllm-python", "/nonexistent/python"]) == 2
-    assert "--vllm-python names /nonexistent/python" in capsys.readouterr().err
 
 
 def test_arguments_after_a_double_dash_go_to_vllm(
@@ -170,17 +179,7 @@ def test_arguments_after_a_double_dash_go_to_vllm(
 
     monkeypatch.setattr(VLLMServer, "start", start)
     code = main(
-        [
-            "serve",
-            "--port",
-            "0",
-            "--vllm-python",
-            sys.executable,
-            "--",
-            "--enforce-eager",
-            "--seed",
-            "3",
-        ]
+        ["serve", "--port", "0", "--vllm-python", PY, "--", "--enforce-eager", "--seed", "3"]
     )
     assert code == 2 and "stopped here by the test" in capsys.readouterr().err
     assert seen["command"][-3:] == ["--enforce-eager", "--seed", "3"]  # type: ignore[index]
@@ -220,14 +219,6 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
         time.sleep(0.2)
 
 
-def test_serve_leaves_the_signal_handlers_as_it_found_them() -> None:
-    import signal
-
-    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert main(["serve", "--model", "hf:/nonexistent", "--vllm-python", sys.executable]) == 2
-    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
-
-
 @pytest.mark.parametrize(
     ("config", "step"),
     [
@@ -245,15 +236,13 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = f"hf:{tmp_path}"
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
-    command = VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
+    command = VLLMServer(spec, port=8123, vllm_python=PY).command()
     flag = "--max-num-batched-tokens"
     assert (command[command.index(flag) + 1] if flag in command else None) == step
-    given = VLLMServer(
-        spec, port=8123, vllm_python=sys.executable, extra_args=[f"{flag}=4096"]
-    ).command()
+    given = VLLMServer(spec, port=8123, vllm_python=PY, extra_args=[f"{flag}=4096"]).command()
     assert flag not in given and given[-1] == f"{flag}=4096"  # the user's, alone
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
-    assert flag not in VLLMServer(spec, port=8123, vllm_python=sys.executable).command()
+    assert flag not in VLLMServer(spec, port=8123, vllm_python=PY).command()
 
 
 def test_on_a_cpu_the_loadable_compile_cache_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:

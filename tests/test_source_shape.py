@@ -105,10 +105,11 @@ def test_no_test_file_is_over_600_lines() -> None:
     assert not over, f"test files over {TEST_LIMIT} lines (split each by topic): " + "; ".join(over)
 
 
-TEST_LINES = 17_000
+TEST_LINES = 15_800
 """All test lines at most (issue 40, T6 aims at 12,000): 18,944 before the condensing of
-2026-11-28, 16,834 after. Lower it as the tests shrink; a new test that pushes past it
-merges into a table of an existing one, or another test goes."""
+2026-11-28, 16,834 after, 15,771 after the second (2026-11-28, coverage kept). Lower it
+as the tests shrink; a new test that pushes past it merges into a table of an existing
+one, or another test goes."""
 
 
 def test_the_tests_do_not_grow_back() -> None:

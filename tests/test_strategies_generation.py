@@ -112,7 +112,7 @@ def test_parse_bullets_survives_messy_output(raw: str, expected: list[str]) -> N
     assert parse_bullets(raw) == expected
 
 
-def test_sentence_spans_and_locate_exact_fuzzy_fragment_and_missing() -> None:
+def test_sentence_spans_locate_remove_and_mask() -> None:
     text = "Document [1](Title: A) One here. Two there!\n____ Three.\n_____"  # header, filler
     assert [text[a:b] for a, b in sentence_spans(text)] == ["One here.", "Two there!", "Three."]
     text = format_documents(DOCS)
@@ -126,10 +126,7 @@ def test_sentence_spans_and_locate_exact_fuzzy_fragment_and_missing() -> None:
     in_sentence = locate("Berlin", text)  # the sentence, not the "(Title: Berlin)" header
     assert in_sentence is not None and text[slice(*in_sentence)].startswith("Berlin is")
     assert locate("---", text) is None
-
-
-def test_remove_cuts_exactly_the_located_spans_and_mask_keeps_length() -> None:
-    text = format_documents(DOCS)
+    # remove cuts exactly the located spans; mask keeps the length
     cands = ["Paris is the capital of France.", "Berlin is the capitol of Germany", "Made up."]
     removed = remove_facts(cands, text)
     spans = removed.spans

@@ -7,7 +7,8 @@ import inspect
 import itertools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from test_passage_likelihood import PASSAGES
+from test_passage_likelihood import QUESTION as CARMEN
 from test_strategies_ordering import QUESTION, PositionScorer, Scored, passages_with_gold, u_curve
 
 from rag_position import _integration as adapters
 from rag_position.cost import Cost
 from rag_position.data import QAInstance
-from rag_position.models.protocols import Span, SpanScore
 from rag_position.passages import Passage
 from rag_position.prompts import question_span, render_qa
 from rag_position.strategies import (
@@ -28,12 +30,15 @@ from rag_position.strategies import (
     ConvexScoreResult,
     PositionProfile,
     convex_score,
+    edge_reorder,
     estimate_profile,
     get_strategy,
+    likelihood_selection,
     passage_likelihood,
     profile_reorder,
     question_likelihood,
     sandwich_prompt,
+    select_and_place,
 )
 from rag_position.strategies._convex_score import (
     authors_scores,
@@ -41,29 +46,24 @@ from rag_position.strategies._convex_score import (
     convex_scores,
     likelihood_table,
 )
-from rag_position.testing.scripted import HashScorer
-
-
-class AloneScorer(PositionScorer):
-    """Question likelihood = the sum of ``values[text]`` over the texts in the prompt
-    (one passage alone: its own value); ``usage`` and ``batches`` as PositionScorer's."""
-
-    def __init__(self, values: dict[str, float]) -> None:
-        super().__init__()
-        self.values = values
-
-    def score_spans(self, prompts: Sequence[str], spans: Sequence[Span]) -> list[SpanScore]:
-        self.batches.append(list(prompts))
-        self._usage = self._usage + Cost(lm_calls=len(prompts), prompt_tokens=5 * len(prompts))
-        out = []
-        for prompt, (start, end) in zip(prompts, spans, strict=True):
-            assert prompt[start:end] == QUESTION
-            value = sum(v for t, v in self.values.items() if t in prompt)
-            out.append(SpanScore(value, value * 2, 2))
-        return out
-
+from rag_position.testing.scripted import HashScorer, OnePassageScorer
+from rag_position.testing.strategies import texts
 
 ALONE = {"alpha": -3.0, "bravo": -0.5, "charlie": -2.0, "delta": -1.0}
+
+
+class Alone(OnePassageScorer):
+    """The question's mean likelihood after one passage alone: ``ALONE[text]``; metered."""
+
+    def __init__(self) -> None:
+        super().__init__(QUESTION, {t: 2 * v for t, v in ALONE.items()}, n_tokens=2)
+
+    @property
+    def usage(self) -> Cost:
+        n = sum(map(len, self.calls))
+        return Cost(lm_calls=n, prompt_tokens=5 * n)
+
+
 INSTANCES: list[Any] = [
     (QUESTION, passages_with_gold(5, 0), 0),
     QAInstance(
@@ -72,11 +72,17 @@ INSTANCES: list[Any] = [
 ]
 ABC = ["a", "b", "c"]
 P3 = [0.1, 0.2, 0.3]
+BOTH = "{question}{search_results}"
+EXACTLY = "pass a `profile` exactly when"
 SIX = [f"passage {i}" for i in range(6)]
 
 
 def plain(**options: Any) -> object:
     return profile_reorder(QUESTION, ABC, profile=P3, **options)
+
+
+def gauge(scorer: HashScorer, **options: Any) -> object:
+    return question_likelihood(QUESTION, ["a"], scorer, **options)
 
 
 @pytest.mark.parametrize(
@@ -113,15 +119,58 @@ def plain(**options: Any) -> object:
         (lambda s: get_strategy("nope"), "known"),
         (lambda s: STRATEGIES["convex_score"](QUESTION, SIX), "scorer"),
         (lambda s: STRATEGIES["convex_score_profile"](QUESTION, SIX, scorer=s), "profile"),
+        (lambda s: question_likelihood("  ", ["a"], s), "question"),
+        (lambda s: question_likelihood(QUESTION, ["a", "b"], s, orders=[[0, 0]]), "permutation"),
+        (lambda s: gauge(s, template="{search_results} only"), r"\{question\}"),
+        (lambda s: gauge(s, template="Q: {question}"), r"\{search_results\}"),
+        (lambda s: gauge(s, template="no placeholders"), r"\{question\}, \{search_results\}"),
+        (lambda s: gauge(s, template="Q: {question}\n{search_results}"), "before"),
+        (lambda s: gauge(s, template="{question}", query_aware=True), "template"),
+        (lambda s: likelihood_selection(QUESTION, ["a", "b"], s, n_orders=0), "n_orders"),
+        (lambda s: likelihood_selection(QUESTION, ["a", "b"], s, n_orders=-1), "n_orders"),
+        (lambda s: convex_design(4, n_rotations=5), "n_rotations"),
+        (lambda s: convex_design(4, n_rotations=0), "n_rotations"),
+        (lambda s: convex_design(4, n_base_orders=0), "n_base_orders"),
+        (lambda s: convex_design(4, design="authors", n_base_orders=2), "authors"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, n_rotations=0), "n_rotations"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, n_base_orders=0), "n_base_orders"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, placement="profile"), "profile"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, variant="nope"), "variant"),
+        (lambda s: convex_score(QUESTION, ["a", "b"], s, edge_weight=math.nan), "edge_weight"),
+        (lambda s: edge_reorder(["a"], top_k=2), "haystack"),
+        (lambda s: edge_reorder(["a"], mode="haystack", top_k=0), "top_k"),
+        (lambda s: edge_reorder(["a", "b"], scores=[1.0]), "scores"),
+        (lambda s: edge_reorder(["a"], scores=[1.0, math.nan]), "got 2 scores for 1 passages"),
+        (lambda s: edge_reorder(["a"], mode="other"), "mode"),
+        (lambda s: sandwich_prompt(QUESTION, ["x"], chat=True, template=BOTH), "chat"),
+        (lambda s: sandwich_prompt(QUESTION, []), "passages"),
+        (lambda s: sandwich_prompt(QUESTION, ["x"], template="{question}"), r"\{search_results\}"),
+        *(
+            (partial(fn, CARMEN, PASSAGES, **o), message)
+            for fn in (passage_likelihood, select_and_place)
+            for o, message in (
+                ({"placement": "middle"}, "`placement` must be"),
+                ({"placement": "profile"}, EXACTLY),
+                ({"template": "no placeholders"}, "template"),
+            )
+        ),
+        (lambda s: passage_likelihood(CARMEN, PASSAGES, s, profile=P3), EXACTLY),
+        (lambda s: passage_likelihood(CARMEN, PASSAGES, s, rest="random"), "`rest` must be"),
+        (lambda s: select_and_place(CARMEN, PASSAGES, s, mass=0.0), "`mass` must be"),
+        (lambda s: select_and_place(CARMEN, PASSAGES, s, mass=1.5), "`mass` must be"),
+        (lambda s: select_and_place(CARMEN, PASSAGES, s, mass="most"), "`mass` must be"),
+        (lambda s: select_and_place(CARMEN, PASSAGES, s, top_n=0), "`top_n` must be"),
+        (lambda s: select_and_place(CARMEN, PASSAGES, s, top_n=True), "`top_n` must be"),
     ],
 )
 def test_bad_input_is_refused_before_scoring(
-    call: Callable[[AloneScorer], object], message: str
+    call: Callable[[HashScorer], object], message: str
 ) -> None:
-    scorer = AloneScorer(ALONE)
+    """Every ordering strategy's documented refusals, before the scorer is asked."""
+    scorer = HashScorer()
     with pytest.raises(ValueError, match=message):
         call(scorer)
-    assert scorer.batches == []
+    assert scorer.calls == 0
 
 
 @pytest.mark.parametrize(
@@ -191,11 +240,11 @@ def test_estimate_profile_recovers_the_curve() -> None:
     shown = PositionScorer()  # with a progress bar: one call per instance, the same profile
     assert estimate_profile(shown, INSTANCES, model_name="scripted", progress=True) == prof
     assert [len(b) for b in shown.batches] == [5, 5]
-    partial = estimate_profile(PositionScorer(), INSTANCES, positions=[0, 2, 4])
-    assert partial.values[1] == pytest.approx((u_curve(0, 5) + u_curve(2, 5)) / 2)
+    some = estimate_profile(PositionScorer(), INSTANCES, positions=[0, 2, 4])
+    assert some.values[1] == pytest.approx((u_curve(0, 5) + u_curve(2, 5)) / 2)
 
 
-def test_profile_reorder_relevance_sources(tmp_path: Path) -> None:
+def test_profile_reorder_relevance_sources() -> None:
     last_best = PositionProfile((0.2, 0.1, 0.0, 0.5), source="eval")
     docs = ["a", "b", "c", "d"]
     by_scores = profile_reorder(QUESTION, docs, profile=last_best, scores=[0.1, 0.9, 0.5, 0.3])
@@ -205,19 +254,10 @@ def test_profile_reorder_relevance_sources(tmp_path: Path) -> None:
     records = [{"text": t, "score": s} for t, s in zip(docs, [0.1, 0.9, 0.5, 0.3], strict=True)]
     by_own = profile_reorder(QUESTION, records, profile=last_best)
     assert [r["text"] for r in by_own.passages] == ["c", "d", "a", "b"]
-    path = tmp_path / "p.json"
-    last_best.save(path)
-    gold_docs = passages_with_gold(4, 1)
-    by_model = profile_reorder(
-        QUESTION, gold_docs, profile=str(path), scorer=PositionScorer(), relevance="convex_score"
-    )
-    assert by_model.passages[3] is gold_docs[1] and by_model.cost.lm_calls == 4
-    assert by_model.details["relevance"] == "convex_score"
 
 
 def test_profile_reorder_refuses_a_nan_score_naming_the_passage() -> None:
-    """Issue 30: a NaN own score once scrambled the sort, then silently meant "no score" (the
-    given order); now refused. ``None`` says "no score"."""
+    """Issue 30: a NaN score (it scrambled the sort, then meant "no score") is refused."""
     profile = [0.1, 0.2, 0.9]  # reads the last position best
     with pytest.raises(
         ValueError, match=r"^`scores\[2\]` is NaN: give every passage a number; -inf to rank"
@@ -257,16 +297,16 @@ def test_profile_reorder_refuses_a_nan_score_naming_the_passage() -> None:
 def test_profile_reorder_ranks_by_passage_likelihood_with_a_scorer_by_default() -> None:
     profile = PositionProfile((0.2, 0.1, 0.0, 0.5))  # positions best first: 3, 0, 1, 2
     docs = list(ALONE)
-    scorer = AloneScorer(ALONE)
+    scorer = Alone()
     r = profile_reorder(QUESTION, docs, profile=profile, scorer=scorer)
-    alone = passage_likelihood(QUESTION, docs, AloneScorer(ALONE))
+    each = passage_likelihood(QUESTION, docs, Alone())
     assert r.details["relevance"] == "passage_likelihood"
-    assert r.scores == alone.scores == [-3.0, -0.5, -2.0, -1.0]
-    assert r.cost == alone.cost and r.cost.lm_calls == 4  # N one-passage prompts
-    assert scorer.batches == [[render_qa(QUESTION, [d]) for d in docs]]
+    assert r.scores == each.scores == [-3.0, -0.5, -2.0, -1.0]
+    assert r.cost == each.cost and r.cost.lm_calls == 4  # N one-passage prompts
+    assert scorer.calls == [[render_qa(QUESTION, [d]) for d in docs]]
     # ranked by the passage-alone scores (bravo, delta, charlie, alpha), down the profile
     assert r.passages == ["delta", "charlie", "alpha", "bravo"] and r.order == [3, 2, 0, 1]
-    on = {"profile": profile, "scorer": AloneScorer(ALONE)}
+    on = {"profile": profile, "scorer": Alone()}
     same = passage_likelihood(QUESTION, docs, placement="profile", rest="scores", **on)  # type: ignore[arg-type]
     assert r.order == same.order
     explicit = profile_reorder(QUESTION, docs, relevance="passage_likelihood", **on)  # type: ignore[arg-type]
@@ -274,16 +314,16 @@ def test_profile_reorder_ranks_by_passage_likelihood_with_a_scorer_by_default() 
     # the seed is ConvexScore's: passage likelihood does not depend on it
     assert profile_reorder(QUESTION, docs, profile=profile, scorer=scorer, seed=7).order == r.order
     # scores given still win over the scorer; no model call
-    unused = AloneScorer(ALONE)
+    unused = Alone()
     four = [4.0, 3.0, 2.0, 1.0]
     by_scores = profile_reorder(QUESTION, docs, profile=profile, scores=four, scorer=unused)
-    assert by_scores.details["relevance"] == "scores" and unused.batches == []
+    assert by_scores.details["relevance"] == "scores"
     # 0 or 1 passages: nothing scored
     assert profile_reorder(QUESTION, ["a"], profile=profile, scorer=unused).cost == Cost()
-    assert unused.batches == []
+    assert unused.calls == []
 
 
-def test_profile_reorder_convex_score_relevance_is_the_old_behaviour() -> None:
+def test_profile_reorder_convex_score_relevance_is_the_old_behaviour(tmp_path: Path) -> None:
     profile = PositionProfile((0.3, 0.1, 0.5, 0.0, 0.2))
     docs = [f"passage {i}" for i in range(5)]
     for options in ({}, {"n_base_orders": 2, "seed": 3}, {"n_rotations": 3, "seed": 1}):
@@ -300,13 +340,15 @@ def test_profile_reorder_convex_score_relevance_is_the_old_behaviour() -> None:
         for rank, position in enumerate(profile.ranking()):
             expected[position] = ranked[rank]
         assert r.order == expected
+    path = tmp_path / "p.json"  # a profile file's path
+    PositionProfile((0.2, 0.1, 0.0, 0.5), source="eval").save(path)
     gold_docs = passages_with_gold(4, 1)
     scorer = PositionScorer()
     r = profile_reorder(
-        QUESTION, gold_docs, profile=[0.2, 0.1, 0.0, 0.5], scorer=scorer, relevance="convex_score"
+        QUESTION, gold_docs, profile=str(path), scorer=scorer, relevance="convex_score"
     )
     assert r.passages[3] is gold_docs[1]  # ConvexScore's gold at the best-read position
-    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 4  # N full prompts
+    assert len(scorer.batches) == 1 and len(scorer.batches[0]) == 4 == r.cost.lm_calls
 
 
 def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
@@ -317,9 +359,9 @@ def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
         adapters.ProfileOptions(profile=[0.1, 0.2], relevance="likelihood")
     profile = PositionProfile((0.2, 0.1, 0.0, 0.5))
     docs = list(ALONE)
-    lazy = adapters.LazyModel(AloneScorer(ALONE))
+    lazy = adapters.LazyModel(Alone())
     by_default = adapters.profile_reordering(QUESTION, docs, profile, scorer=lazy)
-    core = profile_reorder(QUESTION, docs, profile=profile, scorer=AloneScorer(ALONE))
+    core = profile_reorder(QUESTION, docs, profile=profile, scorer=Alone())
     assert by_default.order == core.order == [3, 2, 0, 1]
     assert by_default.scores == core.scores
     assert {e["relevance"] for e in by_default.extras} == {"passage_likelihood"}
@@ -398,10 +440,6 @@ def test_registry_names_and_rows() -> None:
     assert STRATEGIES["edge"](QUESTION, docs, scorer=PositionScorer()).order == [1, 3, 2, 0]
 
 
-texts = st.one_of(
-    st.sampled_from(["", "same text", "same text", "Ünïcödé ✓ 中文", "Document [1] trick"]),
-    st.text(max_size=20),
-)
 items = st.one_of(
     texts,
     st.builds(

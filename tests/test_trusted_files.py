@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from rag_position import DataFormatError, PositionProfile, TunedChoice, load_tuned, read_tuned
+from rag_position import DataFormatError, PositionProfile, read_tuned
 from rag_position._jsonfile import MAX_BYTES, check_output_file, nesting_depth, read_json
 from rag_position.eval.engine.common import Decoding, EvalConfigError
 from rag_position.eval.engine.marker import RUN_FILE, check_run_folder
+from rag_position.testing.tuned import example_choice
 
 
 def _check_run_folder(folder: Path) -> None:
@@ -27,8 +28,7 @@ def _check_run_folder(folder: Path) -> None:
 
 
 READERS: list[tuple[str, Callable[[Path], Any], type[Exception]]] = [
-    ("tuned.json", read_tuned, DataFormatError),
-    ("tuned.json", load_tuned, DataFormatError),
+    ("tuned.json", read_tuned, DataFormatError),  # load_tuned's too (test_tuned.py)
     (RUN_FILE, lambda path: _check_run_folder(path.parent), EvalConfigError),
     ("profile.json", PositionProfile.load, ValueError),
 ]
@@ -85,7 +85,7 @@ def _within(seconds: float, call: Callable[[], Any]) -> BaseException | None:
 
 @pytest.mark.parametrize("bad", BAD_FILES)
 @pytest.mark.parametrize(
-    ("name", "read", "error"), READERS, ids=["read_tuned", "load_tuned", "run.json", "profile"]
+    ("name", "read", "error"), READERS, ids=["read_tuned", "run.json", "profile"]
 )
 def test_a_bad_file_is_refused_naming_it(
     tmp_path: Path, bad: str, name: str, read: Callable[[Path], Any], error: type[Exception]
@@ -175,31 +175,27 @@ def test_the_reader_does_not_depend_on_the_int_digit_limit(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------------- written files
-def _choice() -> Any:
-    return TunedChoice(
-        model="m", spec="embedded", dtype=None, strategy="edge", options={}, profile=None,
-        evidence=(), questions={"data": "x", "first": 0, "n": 1}, command="",
-        created="2026-05-09T07:35:25+00:00",
-    )  # fmt: skip
-
-
 def test_a_tuned_file_is_written_only_over_a_regular_file(tmp_path: Path) -> None:
     pipe = tmp_path / "pipe.json"
     os.mkfifo(pipe)
-    caught = _within(5.0, lambda: _choice().write(pipe))
+    caught = _within(5.0, lambda: example_choice().write(pipe))
     assert isinstance(caught, ValueError), caught
     assert f"tuned file {pipe} is a FIFO (named pipe), not a regular file" in str(caught)
     assert os.path.exists(pipe) and not pipe.is_file()  # left as it was
-    with pytest.raises(ValueError, match=f"tuned file {tmp_path} is a folder"):
-        _choice().write(tmp_path)
     missing = tmp_path / "nope" / "t.json"
-    with pytest.raises(ValueError, match=f"tuned file {missing} cannot be written: its folder"):
-        _choice().write(missing)
-    with pytest.raises(ValueError, match="is empty"):
-        _choice().write("")
-    assert [p.name for p in tmp_path.iterdir()] == ["pipe.json"]  # no temporary file left
-    written = _choice().write(tmp_path / "ok.json")
-    assert read_tuned(written) == _choice()
+    (tmp_path / "link.json").symlink_to("/dev/null")
+    for path, says in [
+        (tmp_path, f"tuned file {tmp_path} is a folder"),
+        (missing, f"tuned file {missing} cannot be written: its folder"),
+        ("", "is empty"),
+        (tmp_path / "link.json", r"link\.json is a character device"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            example_choice().write(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "pipe.json"]
+    assert check_output_file(tmp_path / "new.json", what="--tuned") == tmp_path / "new.json"
+    written = example_choice("edge").write(tmp_path / "ok.json")  # a new name
+    assert read_tuned(example_choice().write(written)) == example_choice()  # then replaced
 
 
 def test_run_tune_checks_the_tuned_file_before_any_work(tmp_path: Path) -> None:
@@ -220,19 +216,11 @@ def test_run_tune_checks_the_tuned_file_before_any_work(tmp_path: Path) -> None:
     assert model.prompts == []
 
 
-@pytest.mark.parametrize("name", ["predictions.jsonl", "run.json", "report.md", "summary.json"])
+# run.json: test_a_bad_file_is_refused_naming_it
+@pytest.mark.parametrize("name", ["predictions.jsonl", "report.md", "summary.json"])
 def test_a_run_folder_holding_a_fifo_is_refused(tmp_path: Path, name: str) -> None:
     """A FIFO named predictions.jsonl blocked the run forever when it opened the store."""
     os.mkfifo(tmp_path / name)
     caught = _within(5.0, lambda: _check_run_folder(tmp_path))
     assert isinstance(caught, EvalConfigError), caught
     assert str(tmp_path / name) in str(caught) and "FIFO" in str(caught)
-
-
-def test_check_output_file_accepts_a_new_name_or_a_regular_file(tmp_path: Path) -> None:
-    assert check_output_file(tmp_path / "new.json", what="--tuned") == tmp_path / "new.json"
-    (tmp_path / "old.json").write_text("{}")
-    check_output_file(tmp_path / "old.json", what="--tuned")
-    (tmp_path / "link.json").symlink_to("/dev/null")
-    with pytest.raises(ValueError, match=r"link\.json is a character device"):
-        check_output_file(tmp_path / "link.json", what="--tuned")

@@ -23,6 +23,7 @@ from rag_position import (
     read_tuned,
 )
 from rag_position.testing.scripted import HashScorer
+from rag_position.testing.tuned import example_choice
 from rag_position.tuned import FORMAT, VERSION
 
 QUESTION = "What is the capital of France?"
@@ -45,27 +46,13 @@ EVIDENCE = (
 
 
 class NamedScorer(HashScorer):
-    """A scripted scorer with a model name."""
-
     def __init__(self, name: str = "named-model") -> None:
         super().__init__()
         self.name = name
 
 
 def choice(strategy: str = "passage_likelihood", **changes: Any) -> TunedChoice:
-    fields: dict[str, Any] = {
-        "model": "named-model",
-        "spec": "embedded",
-        "dtype": "float32",
-        "strategy": strategy,
-        "options": {},
-        "profile": None,
-        "evidence": EVIDENCE,
-        "questions": {"data": "multidoc.jsonl.gz", "first": 100, "n": 60, "first_id": "q1"},
-        "command": "rag-position tune --model embedded --out tuned.json",
-        "created": "2026-05-09T07:35:25+00:00",
-    }
-    return TunedChoice(**{**fields, **changes})
+    return example_choice(strategy, **{"evidence": EVIDENCE, **changes})
 
 
 def record(**changes: Any) -> dict[str, Any]:
@@ -74,7 +61,10 @@ def record(**changes: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- the format
 def test_round_trip(tmp_path: Path) -> None:
-    made = choice("passage_likelihood_profile", options={"rest": "keep"}, profile=PROFILE)
+    questions = {"data": "multidoc.jsonl.gz", "first": 100, "n": 60, "first_id": "q1"}
+    made = choice(
+        "passage_likelihood_profile", options={"rest": "keep"}, profile=PROFILE, questions=questions
+    )
     (tmp_path / "tuned.json").write_text("old", encoding="utf-8")  # replaced
     path = made.write(tmp_path / "tuned.json")
     assert path == tmp_path / "tuned.json"
@@ -88,7 +78,8 @@ def test_round_trip(tmp_path: Path) -> None:
     assert stored["format"] == FORMAT == "rag-position/tuned" and stored["version"] == VERSION
     assert stored["profile"] == PROFILE.to_dict()
     assert stored["rag_position"] == rag_position.__version__
-    assert stored["evidence"][0]["eligible"] is True  # extra evidence keys are kept
+    assert stored["evidence"][0]["eligible"] is True  # extra keys are kept
+    assert stored["questions"] == questions
     back = read_tuned(path)
     assert back == made
     assert back.profile == PROFILE and back.options == {"rest": "keep"}
@@ -108,7 +99,11 @@ def test_the_constructor_reads_options_as_the_row_reads_them_and_checks_them() -
         choice("edge", options={"n_orders": 3})
 
 
+NO_FILE, FOLDER = "<no file>", "<a folder>"
 DAMAGED: list[tuple[str, Any, str]] = [
+    ("no file", NO_FILE, r"tuned\.json' does not exist; write one with "),
+    ("a folder", FOLDER, "is a folder"),
+    ("not UTF-8", b"\xff\xfe{", "not UTF-8"),
     ("not JSON", "{", "is not JSON"),
     ("a list", [1, 2], "holds a JSON object, got a list"),
     ("another format", record(format="rag-position/profile"), "not a rag-position tuned file"),
@@ -186,24 +181,16 @@ def test_a_damaged_file_says_what_is_wrong(
     tmp_path: Path, case: str, content: Any, message: str
 ) -> None:
     path = tmp_path / "tuned.json"
-    text = content if isinstance(content, str) else json.dumps(content)
-    path.write_text(text, encoding="utf-8")
+    if content == FOLDER:
+        path.mkdir()
+    elif content != NO_FILE:
+        text = content if isinstance(content, (str, bytes)) else json.dumps(content)
+        path.write_bytes(text.encode() if isinstance(text, str) else text)
     with pytest.raises(DataFormatError, match=message) as caught:
         read_tuned(path)
     assert str(path) in str(caught.value)
     with pytest.raises(ValueError, match=message):  # the same from load_tuned
         load_tuned(path)
-
-
-def test_a_missing_file_or_a_folder_says_so(tmp_path: Path) -> None:
-    missing = tmp_path / "nope.json"
-    with pytest.raises(DataFormatError, match=r"nope.json' does not exist; write one with "):
-        read_tuned(missing)
-    with pytest.raises(DataFormatError, match="is a folder"):
-        read_tuned(tmp_path)
-    (tmp_path / "bin.json").write_bytes(b"\xff\xfe{")
-    with pytest.raises(DataFormatError, match="not UTF-8"):
-        read_tuned(tmp_path / "bin.json")
 
 
 def test_a_profile_for_a_row_without_profile_placement_is_kept_not_used(tmp_path: Path) -> None:
@@ -262,7 +249,6 @@ def test_retriever_is_the_identity_and_loads_nothing(
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a scorer the row does not use is not compared
         assert load_tuned(path, NamedScorer("other"))(QUESTION, PASSAGES[:2]).order == [0, 1]
-    assert load_tuned(choice("edge"))(QUESTION, PASSAGES).order == [0, 2, 4, 3, 1]
 
 
 def _no_load(spec: str, kwargs: Any) -> Any:
@@ -298,7 +284,8 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
 
 
 def test_a_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loaded from the file's spec, or given (naming both, pointing at the caller)."""
+    """Loaded from the file's spec, or given (naming both, pointing at the caller); model=
+    and scorer= are exclusive."""
     monkeypatch.setattr(tuned_module, "_load", lambda spec, kwargs: NamedScorer("hf:other"))
     reorder = load_tuned(choice())
     with pytest.warns(UserWarning, match="measured on model 'named-model'.*now runs on model "
@@ -321,9 +308,6 @@ def test_a_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> 
         load_tuned(choice(), HashScorer())  # no name: nothing to compare
     with pytest.warns(UserWarning, match="gemma3"):  # model= plays every role, compared once
         load_tuned(choice(), model=scorer)
-
-
-def test_model_and_scorer_are_exclusive() -> None:
     with pytest.raises(ValueError, match="not both"):
         load_tuned(choice(), HashScorer(), model=HashScorer())
     with pytest.raises(TypeError, match="path of a tuned file or a TunedChoice"):
@@ -370,17 +354,6 @@ def test_a_files_server_or_hub_spec_is_not_loaded_without_consent(
     assert load_tuned(choice("edge", spec=spec))(QUESTION, PASSAGES).order == [0, 2, 4, 3, 1]
 
 
-def _fake_hub_cache(root: Path, name: str) -> Path:
-    """The Hugging Face cache layout holding ``name`` (a snapshot with a config.json)."""
-    repo = root / f"models--{name.replace('/', '--')}"
-    snapshot = repo / "snapshots" / ("0" * 40)
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("0" * 40)
-    return snapshot
-
-
 def test_a_trusted_hub_name_loads_from_the_cache_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -397,7 +370,12 @@ def test_a_trusted_hub_name_loads_from_the_cache_only(
                            "cache") as caught:  # fmt: skip
             load_tuned(choice(spec="hf:someone/their-model"), trust_spec=True)
         assert "'hf:someone/their-model'" in str(caught.value)
-        folder = _fake_hub_cache(tmp_path / "hub", "someone/their-model")
+        repo = tmp_path / "hub" / "models--someone--their-model"  # the hub cache's layout
+        folder = repo / "snapshots" / ("0" * 40)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
         reorder = load_tuned(choice(spec="hf:someone/their-model", model="someone/their-model"),
                              trust_spec=True)  # fmt: skip
         with warnings.catch_warnings():

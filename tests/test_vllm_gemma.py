@@ -20,31 +20,22 @@ equal. (With ``--dtype auto`` vLLM serves these float32 weights in bfloat16: 2e-
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends_kit import check_first_line_eval, close_scores, instances, qa_spans
 
-from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
-from rag_position.eval import run_multidoc
 from rag_position.eval.engine.common import answer_stop
 from rag_position.models import load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
-from rag_position.prompts import question_span, render_qa
+from rag_position.prompts import render_qa
 
 pytestmark = pytest.mark.slow
 
 SCORE_BOUND = 1e-4
 """Largest |mean log-prob difference| per span between vLLM and the local backend."""
-
-
-def _instances(n: int, docs: int) -> list[tuple[str, list[str]]]:
-    records = load_qa(default_data_dir() / ORACLE_FILE)[: n + docs]
-    return [
-        (records[i].question, [records[i + j].passages[0] for j in range(docs)]) for i in range(n)
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +63,7 @@ def test_the_served_base_model_has_no_chat_template(
 def test_generation_is_the_first_line_and_matches_the_local_model(
     remote: OpenAICompatibleModel, local: Any
 ) -> None:
-    prompts = [render_qa(q, passages) for q, passages in _instances(3, 1)]
+    prompts = [render_qa(q, passages) for q, passages in instances(3, 1)]
     served = remote.generate(prompts, max_new_tokens=16, stop=["\n"])
     assert all(answer.strip() and "\n" not in answer for answer in served), served
     assert served == local.generate(prompts, max_new_tokens=16, stop=["\n"])
@@ -80,16 +71,8 @@ def test_generation_is_the_first_line_and_matches_the_local_model(
 
 @pytest.fixture(scope="module")
 def local_spans(local: Any) -> tuple[list[str], list[tuple[int, int]], list[Any]]:
-    """Three ten-passage prompts' question spans and one mid-prompt span, scored locally
-    once for both scoring modes."""
-    prompts, spans = [], []
-    for question, passages in _instances(3, 10):
-        prompt = render_qa(question, passages)
-        prompts.append(prompt)
-        spans.append(question_span(prompt, question))
-    mid = prompts[0].index("Document [5]")
-    prompts.append(prompts[0])
-    spans.append((mid + 3, mid + 40))  # a span starting inside a word, mid-prompt
+    """Three ten-passage prompts' question spans and a mid-prompt one, scored locally once."""
+    prompts, spans = qa_spans(3, 10)
     assert min(local.count_tokens(p) for p in prompts) > 1024  # past the sliding window
     return prompts, spans, local.score_spans(prompts, spans)
 
@@ -100,20 +83,12 @@ def test_score_spans_match_the_local_backend(
 ) -> None:
     remote = load_model(vllm_gemma_server.spec, scoring=scoring)
     prompts, spans, want = local_spans
-    got = remote.score_spans(prompts, spans)
-    for i, (a, b) in enumerate(zip(want, got, strict=True)):
-        assert a.n_tokens == b.n_tokens, (i, a, b)
-        assert abs(a.mean - b.mean) <= SCORE_BOUND, (i, a, b)
-        assert abs(a.sum - b.sum) <= SCORE_BOUND * a.n_tokens, (i, a, b)
-        print(f"{scoring} span {i}: |mean difference| {abs(a.mean - b.mean):.2e}")
+    worst = close_scores(want, remote.score_spans(prompts, spans), SCORE_BOUND)
+    print(f"{scoring}: largest |mean difference| {worst:.2e}")
     assert remote.usage.generated_tokens == 0 and remote.usage.lm_calls == len(prompts)
 
 
 def test_the_eval_takes_the_first_line_of_the_served_model(
     remote: OpenAICompatibleModel, tmp_path: Path
 ) -> None:
-    result = run_multidoc(remote, questions=1, positions=[0], baselines=False, out=tmp_path)
-    (record,) = [json.loads(line) for line in (tmp_path / "predictions.jsonl").open()]
-    assert record["decoding"]["stop"] == ["\n"]
-    assert record["prediction"].strip() and "\n" not in record["prediction"]
-    assert "first line break" in result.report.read_text()
+    check_first_line_eval(remote, tmp_path)

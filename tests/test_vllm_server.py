@@ -18,16 +18,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _backends_kit import close_scores, instances, qa_spans
 
-from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
-from rag_position.errors import ContextLengthError
+from rag_position.errors import BackendUnavailableError, ContextLengthError
 from rag_position.models import load_model
 from rag_position.models.openai_backend import OpenAICompatibleModel
-from rag_position.prompts import question_span, render_qa
+from rag_position.prompts import render_qa
 from rag_position.strategies import convex_score, likelihood_selection
 
 pytestmark = pytest.mark.slow
@@ -35,13 +36,6 @@ pytestmark = pytest.mark.slow
 # Largest |mean log-prob difference| per span allowed between vLLM (float32) and the
 # local backend (float32); the measured maxima are in the docstring.
 SCORE_BOUND = 1e-4
-
-
-def _instances(n: int, docs: int) -> list[tuple[str, list[str]]]:
-    records = load_qa(default_data_dir() / ORACLE_FILE)[: n + docs]
-    return [
-        (records[i].question, [records[i + j].passages[0] for j in range(docs)]) for i in range(n)
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +50,14 @@ def remote_raw(vllm_server: Any) -> OpenAICompatibleModel:
     return load_model(vllm_server.spec, chat_template=False)
 
 
-def test_the_spec_names_the_served_model(vllm_server: Any, remote: OpenAICompatibleModel) -> None:
+def test_the_spec_names_the_served_model_and_its_tokenizer(
+    vllm_server: Any, remote: OpenAICompatibleModel, embedded_raw: Any
+) -> None:
     assert vllm_server.name == "smollm2-135m-instruct"
     assert remote.name == vllm_server.name
     assert remote.max_context == 4096
+    text = render_qa(*instances(1, 3)[0])  # counted by the server's tokenizer
+    assert remote.count_tokens(text) == embedded_raw.count_tokens(text)
     # the spec without the name finds the one served model
     assert load_model("openai:" + vllm_server.base_url).name == vllm_server.name
     # a start after the first loads vLLM's compile cache (rag_position.serving chooses one
@@ -86,16 +84,8 @@ def test_generation_matches_the_local_model(
 
 @pytest.fixture(scope="module")
 def local_spans(embedded_raw: Any) -> tuple[list[str], list[tuple[int, int]], list[Any]]:
-    """Four ten-passage prompts' question spans and one mid-prompt span, scored locally
-    once for both scoring modes."""
-    prompts, spans = [], []
-    for question, passages in _instances(4, 10):
-        prompt = render_qa(question, passages)
-        prompts.append(prompt)
-        spans.append(question_span(prompt, question))
-    mid = prompts[0].index("Document [5]")
-    prompts.append(prompts[0])
-    spans.append((mid + 3, mid + 40))  # a span starting inside a word, mid-prompt
+    """Four ten-passage prompts' question spans and a mid-prompt one, scored locally once."""
+    prompts, spans = qa_spans(4, 10)
     return prompts, spans, embedded_raw.score_spans(prompts, spans)
 
 
@@ -105,12 +95,8 @@ def test_score_spans_match_the_local_backend(
 ) -> None:
     remote = load_model(vllm_server.spec, scoring=scoring)
     prompts, spans, local = local_spans
-    served = remote.score_spans(prompts, spans)
-    for i, (a, b) in enumerate(zip(local, served, strict=True)):
-        assert a.n_tokens == b.n_tokens, (i, a, b)
-        assert abs(a.mean - b.mean) <= SCORE_BOUND, (i, a, b)
-        assert abs(a.sum - b.sum) <= SCORE_BOUND * a.n_tokens, (i, a, b)
-        print(f"{scoring} span {i}: |mean difference| {abs(a.mean - b.mean):.2e}")
+    worst = close_scores(local, remote.score_spans(prompts, spans), SCORE_BOUND)
+    print(f"{scoring}: largest |mean difference| {worst:.2e}")
     # forced generation sends the prompt only up to the span's end; echo sends it all.
     # Either way scoring generates nothing: forced tokens are metered as tokens read.
     sent = remote.usage.prompt_tokens
@@ -119,17 +105,10 @@ def test_score_spans_match_the_local_backend(
     assert remote.usage.generated_tokens == 0 and remote.usage.lm_calls == len(prompts)
 
 
-def test_count_tokens_uses_the_server_tokenizer(
-    remote: OpenAICompatibleModel, embedded_raw: Any
-) -> None:
-    text = render_qa(*_instances(1, 3)[0])
-    assert remote.count_tokens(text) == embedded_raw.count_tokens(text)
-
-
 def test_convex_score_and_likelihood_selection_end_to_end(
     remote: OpenAICompatibleModel, embedded_raw: Any
 ) -> None:
-    question, passages = _instances(1, 6)[0]
+    question, passages = instances(1, 6)[0]
     served = convex_score(question, passages, remote, seed=3)
     local = convex_score(question, passages, embedded_raw, seed=3)
     assert served.order == local.order
@@ -143,11 +122,12 @@ def test_convex_score_and_likelihood_selection_end_to_end(
     )
 
 
-def test_a_prompt_over_the_window_names_both_numbers(remote: OpenAICompatibleModel) -> None:
-    question, passages = _instances(1, 10)[0]
-    prompt = render_qa(question, passages * 4)  # about 5,000 tokens, over 4,096
+@pytest.mark.parametrize("scoring", ["auto", "echo"])
+def test_a_prompt_over_the_window_names_both_numbers(vllm_server: Any, scoring: str) -> None:
+    model = load_model(vllm_server.spec, scoring=scoring)
+    prompt = "word " * 4200 + "Question: x"
     with pytest.raises(ContextLengthError) as caught:
-        remote.score_spans([prompt], [question_span(prompt, question)])
+        model.score_spans([prompt], [(len(prompt) - 11, len(prompt))])
     assert caught.value.limit == 4096 and caught.value.n_tokens > 4096
 
 
@@ -190,20 +170,8 @@ def test_a_generation_vllm_would_clip_is_a_context_length_error(
     assert alone.value.limit == 4096 and alone.value.n_tokens > 4096
 
 
-def test_an_echoed_prompt_over_the_window_names_both_numbers(vllm_server: Any) -> None:
-    model = load_model(vllm_server.spec, scoring="echo")
-    prompt = "word " * 4200 + "Question: x"
-    with pytest.raises(ContextLengthError) as caught:
-        model.score_spans([prompt], [(len(prompt) - 11, len(prompt))])
-    assert caught.value.limit == 4096 and caught.value.n_tokens > 4096
-
-
 def test_the_deadline_holds_against_a_busy_server(vllm_server: Any) -> None:
     """A real request that takes longer than the deadline ends at the deadline."""
-    import time
-
-    from rag_position.errors import BackendUnavailableError
-
     model = load_model(vllm_server.spec, scoring="echo", timeout=0.3, max_retries=3)
     assert model.max_context == 4096
     prompt = "word " * 3000 + "Question: x"

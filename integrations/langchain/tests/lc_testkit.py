@@ -69,24 +69,13 @@ class GoldScorer:
 
 
 class RecordingGenerator:
-    """A scripted rag-position Generator that records its calls."""
+    """A scripted rag-position Generator that records its calls (prompts and options)."""
 
     def __init__(self, reply: str = "Paris") -> None:
         self.reply = reply
         self.calls: list[dict[str, Any]] = []
         self.name = "recording"
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        max_new_tokens: int = 100,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> list[str]:
-        self.calls.append(
-            dict(prompts=list(prompts), max_new_tokens=max_new_tokens, temperature=temperature,
-                 seed=seed, stop=stop)
-        )  # fmt: skip
+    def generate(self, prompts: Sequence[str], **options: Any) -> list[str]:
+        self.calls.append({"prompts": list(prompts), **options})
         return [self.reply for _ in prompts]

@@ -1,6 +1,5 @@
-"""Shared fixtures of the LlamaIndex integration tests: the embedded model and embedder,
-loaded once per session; the network closed but 127.0.0.1 (pytest-socket), so nothing
-reaches a model hub, a tiktoken download or an NLTK mirror unnoticed."""
+"""Shared fixtures of the LlamaIndex tests: the embedded model and embedder, loaded once per
+session; the network closed but 127.0.0.1 (pytest-socket), so no hub or mirror is reached."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def _li_no_network() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _li_one_torch_thread() -> Iterator[None]:
-    """One torch thread while our tests run (restored after): on a shared 2-core machine,
-    two threads contending with another process ran 10x slower."""
+    """One torch thread (restored after): two, beside another process, ran 10x slower."""
     import torch
 
     before = torch.get_num_threads()
@@ -73,9 +71,8 @@ def li_embed_model() -> Any:
 
 @pytest.fixture(scope="session")
 def li_index(li_embed_model: Any) -> VectorStoreIndex:
-    """An in-memory VectorStoreIndex of :data:`DOCS`, embedded with the embedded embedder."""
-    documents = [
-        Document(text=text, metadata={"title": title}, id_=f"doc-{i}")
-        for i, (title, text) in enumerate(DOCS)
+    """An in-memory VectorStoreIndex of :data:`DOCS`, titles in the metadata."""
+    docs = [
+        Document(text=t, metadata={"title": h}, id_=f"doc-{i}") for i, (h, t) in enumerate(DOCS)
     ]
-    return VectorStoreIndex.from_documents(documents, embed_model=li_embed_model)
+    return VectorStoreIndex.from_documents(docs, embed_model=li_embed_model)

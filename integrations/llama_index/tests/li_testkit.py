@@ -12,6 +12,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from rag_position.models import SpanScore
+from rag_position.passages import Passage
 
 DOCS = [
     ("Paris", "Paris is the capital and largest city of France, on the river Seine."),
@@ -76,6 +77,11 @@ def node_ids(nodes: Sequence[NodeWithScore]) -> list[str]:
 
 def node_texts(nodes: Sequence[NodeWithScore]) -> list[str]:
     return [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+
+
+def passages(nodes: Sequence[NodeWithScore]) -> list[Passage]:
+    """Built independently of the package, from what the nodes hold."""
+    return [Passage(text=n.node.text, title=n.node.metadata["title"]) for n in nodes]
 
 
 class EchoModel:

@@ -1,5 +1,5 @@
 """Every reordering component in a real chain: InMemoryVectorStore with the embedded embedder,
-retrieval, our component, a prompt, then (a) a fake chat model, (b) the embedded model."""
+retrieval, our component, a prompt, then a fake chat model or the embedded model."""
 
 from __future__ import annotations
 
@@ -72,58 +72,46 @@ def check_reordered(docs: list[Document], retrieved: list[Document]) -> None:
         assert {k: v for k, v in d.metadata.items() if k != METADATA_KEY} == src.metadata
 
 
+@pytest.mark.parametrize("real", [False, True], ids=["fake_llm", "embedded"])
 @pytest.mark.parametrize("name", NAMES)
-def test_component_in_a_chain_fake_llm(name: str, lc_store: Any) -> None:
-    """(a) Fast: real retrieval, the component (scripted scorer), a prompt, a fake chat model."""
-    base = lc_store.as_retriever(search_kwargs={"k": 4})
-    retrieved = base.invoke(QUESTION)
-    assert len(retrieved) == 4 and retrieved[0].page_content == GOLD  # real embeddings
-    seen: list[Any] = []
-    spy = RunnableLambda(lambda p: seen.append(p) or p)
-    keep = RunnableLambda(lambda docs: seen.append(docs) or docs)
-    chain = (
-        {"context": build(name, base, GoldScorer(GOLD)) | keep | format_docs,
-         "question": RunnablePassthrough()}
-        | PROMPT
-        | spy
-        | FakeListChatModel(responses=["Paris"])
-        | StrOutputParser()
-    )  # fmt: skip
-    assert chain.invoke(QUESTION) == "Paris"
-    docs, prompt = seen
-    check_reordered(docs, retrieved)
-    if name in ("convex", "retriever"):
-        assert docs[0].page_content == GOLD  # the scripted scorer's gold
-    text = prompt.to_string()
-    positions = [text.index(d.page_content) for d in docs]
-    assert positions == sorted(positions)  # the prompt reads the documents in our order
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_component_in_a_chain_embedded(
-    name: str, lc_store: Any, lc_model: Any, lc_chat: Any
+def test_component_in_a_chain(
+    name: str, real: bool, lc_store: Any, request: pytest.FixtureRequest
 ) -> None:
-    """(b) End to end: the embedded model scores and, through ChatRagPosition, answers."""
-    base = lc_store.as_retriever(search_kwargs={"k": 3})
+    """Real retrieval, the component, a prompt, then a fake chat model (the scripted scorer)
+    or the embedded model, scoring and answering through ChatRagPosition."""
+    base = lc_store.as_retriever(search_kwargs={"k": 3 if real else 4})
     retrieved = base.invoke(QUESTION)
+    scorer = request.getfixturevalue("lc_model") if real else GoldScorer(GOLD)
+    llm = request.getfixturevalue("lc_chat") if real else FakeListChatModel(responses=["Paris"])
     seen: list[Any] = []
     keep = RunnableLambda(lambda docs: seen.append(docs) or docs)
     spy = RunnableLambda(lambda p: seen.append(p) or p)
     chain = (
-        {"context": build(name, base, lc_model) | keep | format_docs,
+        {"context": build(name, base, scorer) | keep | format_docs,
          "question": RunnablePassthrough()}
         | PROMPT
         | spy
-        | lc_chat
+        | llm
         | StrOutputParser()
     )  # fmt: skip
     answer = chain.invoke(QUESTION)
     docs, prompt = seen
     check_reordered(docs, retrieved)
-    assert answer.strip()
-    # exactly what the core model answers to the same user turn (greedy decoding)
-    user_turn = prompt.to_messages()[0].content
-    assert answer == lc_model.generate([user_turn], max_new_tokens=lc_chat.max_tokens)[0]
+    text = prompt.to_string()
+    positions = [text.index(d.page_content) for d in docs]
+    assert positions == sorted(positions)  # the prompt reads the documents in our order
+    if real:  # exactly what the core model answers to the same user turn (greedy decoding)
+        assert answer.strip()
+        user_turn = prompt.to_messages()[0].content
+        assert answer == scorer.generate([user_turn], max_new_tokens=llm.max_tokens)[0]
+        if name in ("retriever", "transformer"):  # their async twins
+            asyn = asyncio.run(build(name, base, scorer).ainvoke(QUESTION))
+            assert [(d.id, d.metadata) for d in asyn] == [(d.id, d.metadata) for d in docs]
+        return
+    assert answer == "Paris"
+    assert len(retrieved) == 4 and retrieved[0].page_content == GOLD  # real embeddings
+    if name in ("convex", "retriever"):
+        assert docs[0].page_content == GOLD  # the scripted scorer's gold
 
 
 def test_scoring_compressors_equal_the_core(lc_store: Any, lc_model: Any) -> None:
@@ -138,15 +126,6 @@ def test_scoring_compressors_equal_the_core(lc_store: Any, lc_model: Any) -> Non
     assert [d.metadata[METADATA_KEY]["original_rank"] for d in out] == sel.order
     assert sel.best is not None
     assert out[0].metadata[METADATA_KEY]["score"] == pytest.approx(max(sel.scores))
-
-
-def test_async_twins_on_the_real_model(lc_store: Any, lc_model: Any) -> None:
-    base = lc_store.as_retriever(search_kwargs={"k": 3})
-    for name in ("retriever", "transformer"):
-        step = build(name, base, lc_model)
-        sync = step.invoke(QUESTION)
-        asyn = asyncio.run(step.ainvoke(QUESTION))
-        assert [(d.id, d.metadata) for d in sync] == [(d.id, d.metadata) for d in asyn], name
 
 
 class TestPositionAwareRetrieverConvexScore(RetrieversIntegrationTests):

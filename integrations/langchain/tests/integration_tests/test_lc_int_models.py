@@ -1,6 +1,6 @@
-"""The embedded model through our adapters: runnables, ChatRagPosition, the OpenAI scorer
-adapter against the server double (`rag_position.testing.openai_double`, 127.0.0.1),
-RagPositionEmbeddings' standard suite. Against a real vLLM server: test_lc_vllm.py."""
+"""The embedded model through our adapters, and LangChain's OpenAI classes against the server
+double and a real vLLM server (``vllm_server``: skipped, with the reason, without vLLM),
+compared with the same weights run locally."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from langchain_rag_position import (
     LangChainGenerator,
     LikelihoodReorder,
     MedoidVoting,
+    PositionAwareRetriever,
     QuerySandwich,
     RagPositionEmbeddings,
     ReciteThenSolve,
@@ -35,20 +36,24 @@ pytestmark = pytest.mark.slow
 
 
 # ---------------------------------------------------------------------- runnables
-def test_query_sandwich_chain_on_the_embedded_model(lc_store: Any, lc_chat: Any) -> None:
-    retriever = lc_store.as_retriever(search_kwargs={"k": 3})
+def sandwich_chain(retriever: Any, chat: Any) -> tuple[str, str]:
+    """The answer and the prompt of retriever | QuerySandwich | chat, the question twice."""
     prompts: list[Any] = []
-    spy = RunnableLambda(lambda p: prompts.append(p) or p)
     chain = (
         {"documents": retriever, "question": RunnablePassthrough()}
         | QuerySandwich()
-        | spy
-        | lc_chat
+        | RunnableLambda(lambda p: prompts.append(p) or p)
+        | chat
         | StrOutputParser()
     )
     answer = chain.invoke(QUESTION)
     text = prompts[0].to_messages()[0].content
     assert text.count(f"Question: {QUESTION}") == 2
+    return answer, text
+
+
+def test_query_sandwich_chain_on_the_embedded_model(lc_store: Any, lc_chat: Any) -> None:
+    answer, text = sandwich_chain(lc_store.as_retriever(search_kwargs={"k": 3}), lc_chat)
     assert answer == lc_chat.core_model.generate([text], max_new_tokens=lc_chat.max_tokens)[0]
     assert "Paris" in answer  # the gold passage is retrieved first and sandwiched
 
@@ -104,48 +109,74 @@ def test_chat_rag_position_conversation_and_usage(lc_chat: Any) -> None:
     reply = lc_chat.invoke([SystemMessage("Answer in one word."), HumanMessage(QUESTION)])
     assert reply.content.strip()
     usage = reply.usage_metadata
-    assert (
-        usage is not None
-        and usage["input_tokens"] > 10
-        and 0 < usage["output_tokens"] <= lc_chat.max_tokens + 1
-    )
+    assert usage is not None and usage["input_tokens"] > 10
+    assert 0 < usage["output_tokens"] <= lc_chat.max_tokens + 1
     chunks = list(lc_chat.stream(QUESTION))
     assert len(chunks) == 1 and chunks[0].content == lc_chat.invoke(QUESTION).content
 
 
-# ---------------------------------------------------------------------- OpenAI scorer adapter
+# ---------------------------------------------------------------------- OpenAI classes
 @pytest.fixture(scope="module")
 def lc_server(lc_model: TransformersModel) -> Iterator[ModelServer]:
     with serve(lc_model, name="smollm2") as server:
         yield server
 
 
-def test_chat_openai_scores_like_the_local_model(
+def scores_like_local(
+    chat: ChatOpenAI, llm: OpenAI, model: TransformersModel, n: int, atol: float, count: Any = None
+) -> None:
+    """ChatOpenAI (ConvexScore) and OpenAI (Likelihood) pointed at a server with prompt
+    log-probabilities reorder as the same weights do locally on the raw prompt (completions
+    endpoints apply no chat template); ``count``: the server's count of echo requests."""
+    local = TransformersModel(model.model, model.tokenizer, name="raw", chat_template=False)
+    docs = make_docs(n)
+    before = count() if count else 0
+    remote = ConvexScoreReorder(scorer=chat).compress_documents(docs, QUESTION)
+    if count:
+        assert count() - before == n  # one echo request per rotation
+    ours = ConvexScoreReorder(scorer=local).compress_documents(docs, QUESTION)
+    assert [d.id for d in remote] == [d.id for d in ours]
+    scores = [d.metadata["rag_position"]["score"] for d in (*remote, *ours)]
+    np.testing.assert_allclose(scores[:n], scores[n:], atol=atol)
+    assert sorted(d.id for d in remote) == sorted(d.id for d in docs)
+    assert all("rag_position" not in d.metadata for d in docs)  # the inputs are not mutated
+    n_orders = n - 1
+    picked = LikelihoodReorder(scorer=llm, n_orders=n_orders).compress_documents(docs, QUESTION)
+    same = LikelihoodReorder(scorer=local, n_orders=n_orders).compress_documents(docs, QUESTION)
+    assert [d.id for d in picked] == [d.id for d in same]
+
+
+def test_openai_classes_score_like_the_local_model_on_the_double(
     lc_server: ModelServer, lc_model: TransformersModel
 ) -> None:
-    """ChatOpenAI pointed at a server with prompt log-probabilities is a scorer.
+    options = {"base_url": lc_server.url, "model": "smollm2", "api_key": "x", "max_retries": 0}
+    chat, llm = ChatOpenAI(**options), OpenAI(**options)
+    scores_like_local(chat, llm, lc_model, 3, 1e-3, lambda: lc_server.count("/v1/completions"))
 
-    The server scores the raw prompt (completions endpoints apply no chat template),
-    so it equals the local model with chat_template=False (the same weights).
-    """
-    raw = TransformersModel(lc_model.model, lc_model.tokenizer, name="raw", chat_template=False)
-    chat = ChatOpenAI(base_url=lc_server.url, model="smollm2", api_key="x", max_retries=0)
-    docs = make_docs(3)
-    before = lc_server.count("/v1/completions")
-    remote = ConvexScoreReorder(scorer=chat).compress_documents(docs, QUESTION)
-    assert lc_server.count("/v1/completions") - before == 3  # one echo request per rotation
-    local = ConvexScoreReorder(scorer=raw).compress_documents(docs, QUESTION)
-    key = "rag_position"
-    assert [d.id for d in remote] == [d.id for d in local]
-    np.testing.assert_allclose(
-        [d.metadata[key]["score"] for d in remote],
-        [d.metadata[key]["score"] for d in local],
-        atol=1e-3,
+
+def vllm_chat(server: Any, **kwargs: Any) -> ChatOpenAI:
+    return ChatOpenAI(
+        base_url=server.base_url, model=server.name, api_key="EMPTY", temperature=0, **kwargs
     )
-    llm = OpenAI(base_url=lc_server.url, model="smollm2", api_key="x", max_retries=0)
-    picked = LikelihoodReorder(scorer=llm, n_orders=2).compress_documents(docs, QUESTION)
-    same = LikelihoodReorder(scorer=raw, n_orders=2).compress_documents(docs, QUESTION)
-    assert [d.id for d in picked] == [d.id for d in same]
+
+
+def test_openai_classes_on_vllm_score_like_the_local_model(
+    vllm_server: Any, lc_model: TransformersModel
+) -> None:
+    llm = OpenAI(base_url=vllm_server.base_url, model=vllm_server.name, api_key="EMPTY")
+    scores_like_local(vllm_chat(vllm_server), llm, lc_model, 4, 1e-4)
+
+
+def test_a_sandwich_chain_answers_through_vllm_like_the_local_model(
+    vllm_server: Any, lc_store: Any, lc_model: TransformersModel
+) -> None:
+    retriever = PositionAwareRetriever(
+        retriever=lc_store.as_retriever(search_kwargs={"k": 3}),
+        strategy="convex_score",
+        scorer=vllm_chat(vllm_server),
+    )
+    answer, text = sandwich_chain(retriever, vllm_chat(vllm_server, max_tokens=12))
+    assert answer == lc_model.generate([text], max_new_tokens=12)[0]
 
 
 # ---------------------------------------------------------------------- embeddings suite

@@ -1,9 +1,5 @@
-"""Property tests (hypothesis) for every LangChain reorderer: the conformance kit's adapter.
-
-The contract (integrations/langchain/README.md "The metadata key") on Documents: each input
-once as a shallow copy (text, id and type kept) with a NEW metadata dict holding the record;
-with ``metadata_key=None`` the caller's very Documents. ``PositionAwareRetriever`` keeps the
-first ``k``."""
+"""Property tests (hypothesis) for every LangChain reorderer: the conformance kit's adapter
+(the contract: integrations/langchain/README.md "The metadata key")."""
 
 from __future__ import annotations
 

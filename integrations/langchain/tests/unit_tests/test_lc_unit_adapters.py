@@ -41,22 +41,45 @@ class FieldsChatModel(FakeListChatModel):
         return super()._call(messages, stop=stop, run_manager=run_manager, **kw)
 
 
-# ---------------------------------------------------------------------- scorer
-def test_scorer_refused_at_construction() -> None:
-    with pytest.raises(TypeError, match="FakeListChatModel object cannot score"):
-        ConvexScoreReorder(scorer=FakeListChatModel(responses=["a"]))
-    with pytest.raises(TypeError, match="FakeListLLM object cannot score"):
-        LikelihoodReorder(scorer=FakeListLLM(responses=["a"]))
-    with pytest.raises(TypeError, match="int object cannot score"):
-        ConvexScoreReorder(scorer=3)
-    with pytest.raises(ValueError, match="`scorer` is required"):
-        ConvexScoreReorder()
-    with pytest.raises(ValueError, match="unknown model spec 'embeded'"):
-        ConvexScoreReorder(scorer="embeded")
-    with pytest.raises(ValueError, match="hosted API"):
-        ConvexScoreReorder(scorer=ChatOpenAI(model="gpt-4o-mini", api_key="x"))
-    with pytest.raises(ValueError, match="scorer_kwargs"):
-        ConvexScoreReorder(scorer=GoldScorer("x"), scorer_kwargs={"dtype": "float32"})
+CHAT, LLM = FakeListChatModel(responses=["a"]), FakeListLLM(responses=["a"])
+EMB, DTYPE = DeterministicFakeEmbedding(size=4), {"dtype": "float32"}
+# class -> (options, the error, its message pattern), all refused at construction
+REFUSED: dict[type, list[tuple[dict[str, Any], type[Exception], str]]] = {
+    ConvexScoreReorder: [
+        ({"scorer": CHAT}, TypeError, "FakeListChatModel object cannot score"),
+        ({"scorer": 3}, TypeError, "int object cannot score"),
+        ({}, ValueError, "`scorer` is required"),
+        ({"scorer": "embeded"}, ValueError, "unknown model spec 'embeded'"),
+        ({"scorer": ChatOpenAI(model="gpt-4o-mini", api_key="x")}, ValueError, "hosted API"),
+        ({"scorer": GoldScorer("x"), "scorer_kwargs": DTYPE}, ValueError, "scorer_kwargs"),
+        ({"scorer": ChatRagPosition(model=RecordingGenerator())}, TypeError, "cannot score"),
+    ],
+    LikelihoodReorder: [({"scorer": LLM}, TypeError, "FakeListLLM object cannot score")],
+    ReciteThenSolve: [({"llm": object()}, TypeError, "cannot generate")],
+    FactRewriter: [
+        ({"llm": "gpt-4"}, ValueError, "unknown model spec"),
+        ({"llm": CHAT, "llm_kwargs": DTYPE}, ValueError, "llm_kwargs"),
+    ],
+    MedoidVoting: [({"llm": CHAT, "embeddings": 42}, TypeError, "cannot embed")],
+    RagPositionEmbeddings: [({"embedder": EMB}, TypeError, "wraps a rag-position embedder")],
+    ChatRagPosition: [
+        ({"model": "smollm"}, ValueError, "unknown model spec"),
+        ({"model": CHAT}, TypeError, "wraps a rag-position model"),
+        ({"model": RecordingGenerator(), "model_kwargs": DTYPE}, ValueError, "model_kwargs"),
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("cls", "options", "error", "match"),
+    [(cls, *row) for cls, rows in REFUSED.items() for row in rows],
+    ids=[f"{cls.__name__}-{i}" for cls, rows in REFUSED.items() for i in range(len(rows))],
+)
+def test_refused_at_construction(
+    cls: type, options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        cls(**options)
 
 
 def test_openai_compatible_models_become_our_backend() -> None:
@@ -89,8 +112,6 @@ def test_spec_strings_load_lazily_once(monkeypatch: pytest.MonkeyPatch) -> None:
     comp = ConvexScoreReorder(scorer=chat)
     assert len(calls) == 1
     assert comp.core_scorer is chat.core_model and [c[0] for c in calls[1:]] == ["embedded"]
-    with pytest.raises(TypeError, match="cannot score"):
-        ConvexScoreReorder(scorer=ChatRagPosition(model=RecordingGenerator()))
     monkeypatch.setattr("rag_position.models.load_model", lambda spec, **kw: RecordingGenerator())
     with pytest.raises(TypeError, match="cannot score spans"):
         ConvexScoreReorder(scorer="embedded").core_scorer  # noqa: B018
@@ -108,14 +129,6 @@ def test_generator_resolution() -> None:
     via_binding = ReciteThenSolve(llm=bound).core_generator
     assert isinstance(via_binding, LangChainGenerator)
     assert via_binding.generate(["q"], stop=["."]) == ["Paris"]
-    with pytest.raises(TypeError, match="cannot generate"):
-        ReciteThenSolve(llm=object())
-    with pytest.raises(ValueError, match="unknown model spec"):
-        FactRewriter(llm="gpt-4")
-    with pytest.raises(ValueError, match="llm_kwargs"):
-        FactRewriter(llm=fake, llm_kwargs={"dtype": "float32"})
-    with pytest.raises(TypeError, match="cannot embed"):
-        MedoidVoting(llm=fake, embeddings=42)
 
 
 def test_langchain_generator_sets_fields_on_a_copy_and_stops() -> None:
@@ -149,8 +162,6 @@ def test_embedders_both_ways() -> None:
         LangChainEmbedder(RawEmbeddings()).embed(["a", ""])
     fake = LangChainEmbedder(DeterministicFakeEmbedding(size=16)).embed(["x", "y"])
     np.testing.assert_allclose(np.linalg.norm(fake, axis=1), 1.0, rtol=1e-5)
-    with pytest.raises(TypeError, match="wraps a rag-position embedder"):
-        RagPositionEmbeddings(embedder=DeterministicFakeEmbedding(size=4))
     assert RagPositionEmbeddings().embed_documents([]) == []  # nothing loaded for nothing
 
 

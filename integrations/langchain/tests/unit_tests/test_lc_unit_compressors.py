@@ -1,8 +1,5 @@
-"""What LangChain alone has of the ordering components (their shared behaviour is tested
-for both frameworks in ``tests/test_components_*.py``): ``EdgeReorderTransformer`` and its
-parity with ``LongContextReorder``, ``ProfileReorder`` in the given order, ``SelectAndPlace``
-in a ``ContextualCompressionRetriever``, a profile file in the ``profile`` field, and
-``PositionAwareRetriever`` (named and given strategies, ``k``, a tuned file, a bad query)."""
+"""What LangChain alone has of the ordering components (the shared behaviour:
+``tests/test_components_*.py``): EdgeReorderTransformer, PositionAwareRetriever and more."""
 
 from __future__ import annotations
 
@@ -110,7 +107,7 @@ def test_edge_transformer_async_input_and_scores() -> None:
 
 
 # ---------------------------------------------------------------------- retriever
-def test_position_aware_retriever_named_and_given_strategies() -> None:
+def test_position_aware_retriever_named_given_and_tuned_strategies(tmp_path: Path) -> None:
     docs = make_docs(5)
     base = ListRetriever(docs=docs)
     edge = PositionAwareRetriever(retriever=base)
@@ -126,17 +123,13 @@ def test_position_aware_retriever_named_and_given_strategies() -> None:
     given = PositionAwareRetriever(retriever=base, strategy=EdgeReorderTransformer(), k=3)
     assert [d.id for d in given.invoke("q")] == ["id-0", "id-2", "id-1"]
     assert base.docs == docs  # untouched
-
-
-def test_a_tuned_retriever_keeps_the_first_k(tmp_path: Path) -> None:
-    aware = PositionAwareRetriever(
-        retriever=ListRetriever(docs=make_docs(4)), tuned=example_file(tmp_path, "retriever"), k=3
-    )
+    tuned = example_file(tmp_path, "retriever")  # the given order, then the first k
+    aware = PositionAwareRetriever(retriever=ListRetriever(docs=docs[:4]), tuned=tuned, k=3)
     out = aware.invoke(QUESTION)
-    assert [d.id for d in out] == ["id-0", "id-1", "id-2"]
     assert [d.metadata[METADATA_KEY] for d in out] == [
         {"strategy": "retriever", "score": None, "rank": i, "original_rank": i} for i in range(3)
     ]
+    assert [d.id for d in out] == ["id-0", "id-1", "id-2"]
 
 
 @pytest.mark.parametrize(

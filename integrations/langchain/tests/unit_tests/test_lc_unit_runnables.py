@@ -66,7 +66,7 @@ def test_query_sandwich_string_prompt_and_context() -> None:
 
 
 # ---------------------------------------------------------------------- recite
-def test_recite_then_solve_with_a_fake_chat_model() -> None:
+def test_recite_then_solve_recites_or_falls_back_sync_and_async() -> None:
     docs = make_docs(3)
     llm = FakeListChatModel(responses=["# Document 2\nParis is the capital of France.", "Paris"])
     out = ReciteThenSolve(llm=llm).invoke({"question": QUESTION, "documents": docs})
@@ -75,15 +75,12 @@ def test_recite_then_solve_with_a_fake_chat_model() -> None:
     assert out["documents"] == docs and out["documents"][0] is docs[0]
     assert out["trace"].outcome == "recited" and out["trace"].blocks[0].status == "kept"
     assert out["trace"].answer_prompt == render_qa(QUESTION, [to_passage(docs[1])])
-
-
-def test_recite_then_solve_falls_back_and_async_matches() -> None:
-    docs = make_docs(2)
+    two = {"question": QUESTION, "documents": docs[:2]}
     runnable = ReciteThenSolve(llm=FakeListChatModel(responses=["nothing relevant", "dunno"]))
-    out = runnable.invoke({"question": QUESTION, "documents": docs})
+    out = runnable.invoke(two)
     assert out["trace"].outcome == "fell_back" and out["recited"] == []
     again = ReciteThenSolve(llm=FakeListChatModel(responses=["nothing relevant", "dunno"]))
-    aout = asyncio.run(again.ainvoke({"question": QUESTION, "documents": docs}))
+    aout = asyncio.run(again.ainvoke(two))
     assert (aout["answer"], aout["trace"]) == (out["answer"], out["trace"])
 
 
@@ -164,14 +161,5 @@ def test_chat_rag_position_over_a_scripted_generator() -> None:
     with pytest.raises(ValueError, match="one human message"):
         chat.invoke([SystemMessage("be brief"), HumanMessage("q")])
     assert chat._get_ls_params()["ls_model_name"] == "recording"
-
-
-def test_chat_rag_position_construction_errors() -> None:
-    with pytest.raises(ValueError, match="unknown model spec"):
-        ChatRagPosition(model="smollm")
-    with pytest.raises(TypeError, match="wraps a rag-position model"):
-        ChatRagPosition(model=FakeListChatModel(responses=["x"]))
-    with pytest.raises(ValueError, match="model_kwargs"):
-        ChatRagPosition(model=RecordingGenerator(), model_kwargs={"dtype": "float32"})
     lazy = ChatRagPosition(model="embedded", timeout=60, max_retries=2)  # standard params
     assert not lazy.is_loaded

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 import pytest
+from li_testkit import passages
 from llama_index.core import VectorStoreIndex
-from llama_index.core.schema import NodeWithScore
 from llama_index.postprocessor.rag_position import (
     METADATA_KEY,
     EdgeReorder,
@@ -20,17 +20,12 @@ from llama_index.postprocessor.rag_position import (
     ReciteThenSolveQueryEngine,
 )
 
-from rag_position.passages import Passage
 from rag_position.prompts import format_documents
 from rag_position.strategies import FactTrace, MedoidTrace, ReciteTrace, sandwich_prompt
 
 pytestmark = pytest.mark.slow
 
 QUESTION = "Who wrote the tragedy Hamlet?"
-
-
-def _passages(nodes: list[NodeWithScore]) -> list[Passage]:
-    return [Passage(text=n.node.text, title=n.node.metadata["title"]) for n in nodes]
 
 
 def test_sandwich_engine_through_both_llm_paths(
@@ -42,7 +37,7 @@ def test_sandwich_engine_through_both_llm_paths(
     response = engine.query(QUESTION)
     nodes = response.source_nodes
     assert len(nodes) == 3 and nodes[0].node.metadata["title"] == "Hamlet"
-    prompt = sandwich_prompt(QUESTION, _passages(nodes))
+    prompt = sandwich_prompt(QUESTION, passages(nodes))
     info = response.metadata[METADATA_KEY]
     assert info["prompt"] == prompt and info["cost"].lm_calls == 1
     assert info["cost"].generated_tokens <= 12
@@ -74,19 +69,13 @@ def test_recite_then_solve_engine(li_index: VectorStoreIndex, li_llm: Any) -> No
 
 
 def test_fact_engine(li_index: VectorStoreIndex, li_llm: Any) -> None:
-    engine = FactQueryEngine.from_index(
-        li_index,
-        llm=li_llm,
-        similarity_top_k=3,
-        max_iterations=2,
-        max_new_tokens=40,
-        answer_max_new_tokens=12,
-    )
+    options = {"max_iterations": 2, "max_new_tokens": 40, "answer_max_new_tokens": 12}
+    engine = FactQueryEngine.from_index(li_index, llm=li_llm, similarity_top_k=3, **options)
     response = engine.query(QUESTION)
     info = response.metadata[METADATA_KEY]
     assert isinstance(info["trace"], FactTrace)
     assert 1 <= len(info["trace"].iterations) <= 2
-    context = format_documents(_passages(response.source_nodes))
+    context = format_documents(passages(response.source_nodes))
     assert all(fact in context for fact in info["facts"])  # located facts only, never made up
     assert info["cost"].lm_calls == len(info["trace"].iterations) + 1
     assert response.response
@@ -95,14 +84,9 @@ def test_fact_engine(li_index: VectorStoreIndex, li_llm: Any) -> None:
 def test_fact_engine_with_the_embedding_model(
     li_index: VectorStoreIndex, li_llm: Any, li_embed_model: Any
 ) -> None:
+    options = {"max_iterations": 1, "top_k": 1, "answer_max_new_tokens": 12}
     engine = FactQueryEngine.from_index(
-        li_index,
-        llm=li_llm,
-        embed_model=li_embed_model,
-        similarity_top_k=3,
-        max_iterations=1,
-        top_k=1,
-        answer_max_new_tokens=12,
+        li_index, llm=li_llm, embed_model=li_embed_model, similarity_top_k=3, **options
     )
     info = engine.query(QUESTION).metadata[METADATA_KEY]
     assert info["facts"] == ["Hamlet is a tragedy written by William Shakespeare around 1600."]
@@ -114,14 +98,9 @@ def test_medoid_voting_engine_with_both_embedder_paths(
 ) -> None:
     results = []
     for embed_model in (li_embed_model, LlamaIndexEmbedder(li_embed_model)):
+        options = {"n_orders": 3, "max_new_tokens": 12, "node_postprocessors": [EdgeReorder()]}
         engine = MedoidVotingQueryEngine.from_index(
-            li_index,
-            llm=li_llm,
-            embed_model=embed_model,
-            similarity_top_k=3,
-            n_orders=3,
-            max_new_tokens=12,
-            node_postprocessors=[EdgeReorder()],
+            li_index, llm=li_llm, embed_model=embed_model, similarity_top_k=3, **options
         )
         response = engine.query(QUESTION)
         info = response.metadata[METADATA_KEY]

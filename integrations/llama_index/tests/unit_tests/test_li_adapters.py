@@ -1,7 +1,9 @@
-"""Adapters both ways, and what scorer= / llm= / embed_model= accept, with scripted models."""
+"""Adapters both ways, what scorer= / llm= / embed_model= accept and what every component
+refuses at construction or call, with scripted models."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,10 +25,12 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 from llama_index.postprocessor.rag_position import (
     ConvexScoreReorder,
+    EdgeReorder,
     LikelihoodReorder,
     LlamaIndexEmbedder,
     LlamaIndexGenerator,
     MedoidVotingQueryEngine,
+    PositionAwareRetriever,
     ProfileReorder,
     QuerySandwichQueryEngine,
     RagPositionEmbedding,
@@ -76,52 +80,114 @@ class RawEmbedding(BaseEmbedding):
         return self.table[text]
 
 
-# ---------------------------------------------------------------------------- scorer=
-def test_what_cannot_score_says_so_at_construction() -> None:
-    for cls, extra in (
-        (LikelihoodReorder, {}),
-        (ConvexScoreReorder, {}),
-        (ProfileReorder, {"profile": [1.0, 0.0]}),
-    ):
-        with pytest.raises(TypeError, match=r"MockLLM object .* cannot score .*OpenAILike"):
-            cls(scorer=MockLLM(), **extra)
-    with pytest.raises(TypeError, match="object object"):
-        resolve_scorer(object())
-    with pytest.raises(TypeError, match="cannot score"):
-        resolve_scorer(GenerateOnly())
-    with pytest.raises(TypeError, match="RagPositionLLM over GenerateOnly cannot score"):
-        resolve_scorer(RagPositionLLM(GenerateOnly()))
-    with pytest.raises(ModelSpecError, match="accepted"):
-        resolve_scorer("")
-    with pytest.raises(ModelSpecError, match="accepted"):
-        resolve_scorer("hf:")
-
-
-def test_spec_strings_load_on_first_use_only() -> None:
-    slot = resolve_scorer("hf:/nonexistent/model")
-    assert not slot.loaded  # nothing loaded at construction
-    with pytest.raises((OSError, ValueError)):
-        slot.get()  # the loader's own error, unchanged
-    assert not resolve_generator("embedded").loaded
-    assert not resolve_embedder("embedded").loaded
-
-
-def test_scorer_objects_are_used_as_they_are() -> None:
-    scorer = GoldAtEdgesScorer(["a"], "a")
-    assert resolve_scorer(scorer).get() is scorer
-    model = EchoModel()
-    assert resolve_scorer(RagPositionLLM(model)).get() is model  # unwrapped: one model, two roles
-    with pytest.raises(ValueError, match="scorer_kwargs"):
-        resolve_scorer(_openai_like(), {"model": "other"})
-    assert isinstance(EchoModel(), Scorer) and isinstance(EchoModel(), Generator)
-    assert not isinstance(MockLLM(), (Scorer, Generator, Embedder))
-
-
 def _openai_like(**kwargs: Any) -> Any:
     from llama_index.llms.openai_like import OpenAILike
 
     options = {"api_base": "http://127.0.0.1:9/v1", "model": "served", "api_key": "k"}
     return OpenAILike(**{**options, **kwargs})
+
+
+LLM, R = MockLLM(), ListRetriever(make_nodes())
+NOT_GENERATOR = "wraps a rag-position Generator"
+# (the error, its message pattern) -> the calls that raise it
+REFUSED: dict[tuple[type[Exception], str | None], list[Callable[[], Any]]] = {
+    (TypeError, r"MockLLM object .* cannot score .*OpenAILike"): [
+        lambda: LikelihoodReorder(scorer=LLM),
+        lambda: ConvexScoreReorder(scorer=LLM),
+        lambda: ProfileReorder(profile=[1.0, 0.0], scorer=LLM),
+    ],
+    (TypeError, "object object"): [lambda: resolve_scorer(object())],
+    (TypeError, "cannot score"): [lambda: resolve_scorer(GenerateOnly())],
+    (TypeError, "RagPositionLLM over GenerateOnly cannot score"): [
+        lambda: resolve_scorer(RagPositionLLM(GenerateOnly()))
+    ],
+    (ModelSpecError, "accepted"): [lambda: resolve_scorer(""), lambda: resolve_scorer("hf:")],
+    (ValueError, "scorer_kwargs"): [lambda: resolve_scorer(_openai_like(), {"model": "other"})],
+    (TypeError, "not an OpenAI-compatible"): [lambda: openai_scorer(LLM)],
+    (TypeError, "cannot generate"): [
+        lambda: resolve_generator(GoldAtEdgesScorer(["a"], "a")),
+        lambda: QuerySandwichQueryEngine(retriever=R, llm=object()),
+    ],
+    (ValueError, "llm_kwargs"): [lambda: resolve_generator(LLM, {"dtype": "float32"})],
+    (ValueError, "unknown generation options"): [
+        lambda: LlamaIndexGenerator(LLM, param_names={"top_p": "top_p"})
+    ],
+    (ValueError, "max_new_tokens"): [
+        lambda: LlamaIndexGenerator(LLM).generate(["p"], max_new_tokens=0)
+    ],
+    (TypeError, "single str"): [lambda: LlamaIndexGenerator(LLM).generate("p")],
+    (TypeError, "wraps a LlamaIndex LLM"): [lambda: LlamaIndexGenerator(EchoModel())],
+    (TypeError, "cannot embed"): [
+        lambda: resolve_embedder(LLM),
+        lambda: MedoidVotingQueryEngine(retriever=R, llm=LLM, embed_model=object()),
+    ],
+    (ModelSpecError, None): [lambda: resolve_embedder("  "), lambda: RagPositionLLM("gpt-4")],
+    (TypeError, "unsupported options"): [
+        lambda: RagPositionLLM(EchoModel()).complete("hi", top_p=0.9)
+    ],
+    (ValueError, "not both"): [
+        lambda: RagPositionLLM(EchoModel()).complete("hi", max_tokens=3, max_new_tokens=4)
+    ],
+    (TypeError, NOT_GENERATOR): [
+        lambda: RagPositionLLM(GoldAtEdgesScorer(["a"], "a")),
+        lambda: RagPositionLLM(LLM),
+    ],
+    (ValueError, "load_kwargs"): [lambda: RagPositionLLM(EchoModel(), load_kwargs={"dtype": "f"})],
+    (TypeError, "wraps a rag-position Embedder"): [
+        lambda: RagPositionEmbedding(MockEmbedding(embed_dim=3))
+    ],
+    (ValueError, "returned no nodes"): [
+        lambda: QuerySandwichQueryEngine(retriever=ListRetriever([]), llm=LLM).query("Who?")
+    ],
+    (ValueError, "non-empty query"): [
+        lambda: QuerySandwichQueryEngine(retriever=R, llm=LLM).query(" ")
+    ],
+    (ValueError, None): [lambda: MedoidVotingQueryEngine(retriever=R, llm=LLM)],  # no embed_model
+    (TypeError, "needs a LlamaIndex index"): [
+        lambda: QuerySandwichQueryEngine.from_index(object(), llm=LLM)
+    ],
+    (ValueError, "unknown strategy 'middle'"): [lambda: PositionAwareRetriever(R, "middle")],
+    (ValueError, "configure the EdgeReorder"): [
+        lambda: PositionAwareRetriever(R, EdgeReorder(), mode="langchain")
+    ],
+    (TypeError, "BaseRetriever"): [lambda: PositionAwareRetriever(object(), "edge")],
+    (TypeError, "strategy"): [lambda: PositionAwareRetriever(R, 3)],
+    (TypeError, "MockLLM"): [lambda: PositionAwareRetriever(R, "convex_score", scorer=LLM)],
+}
+
+
+@pytest.mark.parametrize(
+    ("error", "match", "call"),
+    [(*key, call) for key, calls in REFUSED.items() for call in calls],
+    ids=[f"{key[1]}-{i}" for key, calls in REFUSED.items() for i in range(len(calls))],
+)
+def test_refused_with_a_message(error: type[Exception], match: str | None, call: Any) -> None:
+    with pytest.raises(error, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------- resolvers
+def test_resolvers_take_ours_as_they_are_and_wrap_llamaindex_objects() -> None:
+    model, words, scorer = EchoModel(), WordEmbedder(["paris", "france"]), GoldAtEdgesScorer([], "")
+    for resolve, given, inner in (
+        (resolve_scorer, scorer, scorer),
+        (resolve_scorer, RagPositionLLM(model), model),  # unwrapped: one model, two roles
+        (resolve_generator, model, model),
+        (resolve_generator, RagPositionLLM(model), model),
+        (resolve_embedder, words, words),
+        (resolve_embedder, RagPositionEmbedding(words), words),
+    ):
+        assert resolve(given).get() is inner
+    wrapped = resolve_generator(MockLLM()).get()
+    assert isinstance(wrapped, LlamaIndexGenerator) and isinstance(wrapped, Generator)
+    assert isinstance(EchoModel(), Scorer) and isinstance(EchoModel(), Generator)
+    assert not isinstance(MockLLM(), (Scorer, Generator, Embedder))
+    slot = resolve_scorer("hf:/nonexistent/model")
+    assert not slot.loaded  # spec strings load on first use only
+    with pytest.raises((OSError, ValueError)):
+        slot.get()  # the loader's own error, unchanged
+    assert not resolve_generator("embedded").loaded
+    assert not resolve_embedder("embedded").loaded
 
 
 def test_openai_compatible_llm_becomes_our_openai_backend_without_a_request() -> None:
@@ -134,25 +200,9 @@ def test_openai_compatible_llm_becomes_our_openai_backend_without_a_request() ->
     assert scorer.timeout == 12.0 and scorer.max_retries == 1
     assert scorer.use_chat_template is True
     assert openai_scorer(_openai_like(is_chat_model=False)).use_chat_template is False
-    with pytest.raises(TypeError, match="not an OpenAI-compatible"):
-        openai_scorer(MockLLM())
 
 
-# ---------------------------------------------------------------------------- llm=
-def test_resolve_generator_accepts_llms_specs_and_generators() -> None:
-    model = EchoModel()
-    assert resolve_generator(model).get() is model
-    assert resolve_generator(RagPositionLLM(model)).get() is model
-    wrapped = resolve_generator(MockLLM()).get()
-    assert isinstance(wrapped, LlamaIndexGenerator) and isinstance(wrapped, Generator)
-    with pytest.raises(TypeError, match="cannot generate"):
-        resolve_generator(GoldAtEdgesScorer(["a"], "a"))
-    with pytest.raises(TypeError, match="cannot generate"):
-        QuerySandwichQueryEngine(retriever=ListRetriever(make_nodes()), llm=object())
-    with pytest.raises(ValueError, match="llm_kwargs"):
-        resolve_generator(MockLLM(), {"dtype": "float32"})
-
-
+# ---------------------------------------------------------------------------- LlamaIndex -> ours
 def test_llamaindex_generator_passes_options_and_applies_stop() -> None:
     llm = RecordingLLM(seen=[])
     gen = LlamaIndexGenerator(llm)
@@ -164,23 +214,12 @@ def test_llamaindex_generator_passes_options_and_applies_stop() -> None:
     llm.seen.clear()
     quiet = LlamaIndexGenerator(llm, param_names={"seed": None, "max_new_tokens": "num_predict"})
     assert quiet.generate(["p"], max_new_tokens=5, seed=1) == [llm.reply]
-    assert {k: v for k, v in llm.seen[0].items() if k != "prompt"} == {
-        "num_predict": 5,
-        "temperature": 0.0,
-    }
-    with pytest.raises(ValueError, match="unknown generation options"):
-        LlamaIndexGenerator(llm, param_names={"top_p": "top_p"})
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        gen.generate(["p"], max_new_tokens=0)
-    with pytest.raises(TypeError, match="single str"):
-        gen.generate("p")
-    with pytest.raises(TypeError, match="wraps a LlamaIndex LLM"):
-        LlamaIndexGenerator(EchoModel())  # type: ignore[arg-type]
+    expected = {"num_predict": 5, "temperature": 0.0}
+    assert {k: v for k, v in llm.seen[0].items() if k != "prompt"} == expected
     assert LlamaIndexGenerator(MockLLM()).generate(["Say hi"], max_new_tokens=4) == ["Say hi"]
     assert LlamaIndexGenerator(MockLLM(max_tokens=3)).generate(["x"]) == ["text text text"]
 
 
-# ---------------------------------------------------------------------------- embed_model=
 def test_llamaindex_embedder_normalises_rows() -> None:
     emb = RawEmbedding(table={"a": [3.0, 4.0], "b": [0.0, -2.0], "z": [0.0, 0.0]})
     ours = LlamaIndexEmbedder(emb)
@@ -192,20 +231,6 @@ def test_llamaindex_embedder_normalises_rows() -> None:
     with pytest.raises(ValueError, match=r"zero or non-finite embedding for text\(s\) \[1\]"):
         ours.embed(["a", "z"])
     assert isinstance(resolve_embedder(emb).get(), LlamaIndexEmbedder)
-
-
-def test_resolve_embedder_unwraps_and_refuses() -> None:
-    words = WordEmbedder(["paris", "france"])
-    assert resolve_embedder(words).get() is words
-    assert resolve_embedder(RagPositionEmbedding(words)).get() is words
-    with pytest.raises(TypeError, match="cannot embed"):
-        resolve_embedder(MockLLM())
-    with pytest.raises(ModelSpecError):
-        resolve_embedder("  ")
-    with pytest.raises(TypeError, match="cannot embed"):
-        MedoidVotingQueryEngine(
-            retriever=ListRetriever(make_nodes()), llm=MockLLM(), embed_model=object()
-        )
 
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
@@ -221,22 +246,7 @@ def test_rag_position_llm_honours_generation_options() -> None:
     chunks = list(llm.stream_complete("hello", stop="END"))
     assert [c.text for c in chunks] == ["third END tail"]  # EchoModel ignores stop itself
     assert model.calls[-1]["stop"] == ["END"]
-    with pytest.raises(TypeError, match="unsupported options"):
-        llm.complete("hello", top_p=0.9)
-    with pytest.raises(ValueError, match="not both"):
-        llm.complete("hello", max_tokens=3, max_new_tokens=4)
     assert llm.to_dict()["model_name"] == "echo-model"
-
-
-def test_rag_position_llm_refuses_what_cannot_generate() -> None:
-    with pytest.raises(TypeError, match="wraps a rag-position Generator"):
-        RagPositionLLM(GoldAtEdgesScorer(["a"], "a"))
-    with pytest.raises(TypeError, match="wraps a rag-position Generator"):
-        RagPositionLLM(MockLLM())
-    with pytest.raises(ValueError, match="load_kwargs"):
-        RagPositionLLM(EchoModel(), load_kwargs={"dtype": "float32"})
-    with pytest.raises(ModelSpecError):
-        RagPositionLLM("gpt-4")
 
 
 def test_rag_position_embedding_wraps_an_embedder() -> None:
@@ -246,5 +256,3 @@ def test_rag_position_embedding_wraps_an_embedder() -> None:
     assert len(v) == len(q) == 4
     assert np.isclose(np.linalg.norm(v), 1.0)
     assert embed_model.get_text_embedding_batch(["Paris", "Hamlet"])[1] == q
-    with pytest.raises(TypeError, match="wraps a rag-position Embedder"):
-        RagPositionEmbedding(MockEmbedding(embed_dim=3))

@@ -1,9 +1,5 @@
-"""What LlamaIndex alone has of the node postprocessors (their shared behaviour is tested
-for both frameworks in ``tests/test_components_*.py``): the reading of
-``NodeWithScore.score`` (retriever scores, NaN, infinities, ``use_scores``, parity with
-LlamaIndex's ``LongContextReorder``), ``replace_score`` (also with a tuned file), the
-missing query, a ``query_bundle`` that is not a ``QueryBundle``, nodes without a title,
-and serialisation."""
+"""What LlamaIndex alone has of the node postprocessors (the shared behaviour: both frameworks
+in ``tests/test_components_*.py``): ``NodeWithScore.score``, ``replace_score``, the query."""
 
 from __future__ import annotations
 
@@ -150,6 +146,11 @@ def test_a_nan_node_score_is_refused_naming_the_node(name: str) -> None:
         reorder.postprocess_nodes(nodes, query_str=QUESTION)
     with pytest.raises(ValueError, match=message):
         asyncio.run(reorder.apostprocess_nodes(nodes, query_str=QUESTION))
+    aware = PositionAwareRetriever(ListRetriever(nodes), reorder)  # the retriever refuses it too
+    with pytest.raises(ValueError, match=message[1:]):
+        aware.retrieve(QUESTION)
+    with pytest.raises(ValueError, match=message[1:]):
+        asyncio.run(aware.aretrieve(QUESTION))
     assert snapshot(nodes) == before
     one = reorder.postprocess_nodes(nodes[2:3])  # a single node: returned, its score unread
     assert node_ids(one) == ["node-2"] and one[0].node.metadata[METADATA_KEY]["score"] is None
@@ -170,6 +171,8 @@ def test_a_nan_node_score_that_is_not_read_changes_nothing() -> None:
         assert node_ids(build().postprocess_nodes(nodes, query_str=QUESTION)) == node_ids(
             build().postprocess_nodes(plain, query_str=QUESTION)
         )
+    unread = PositionAwareRetriever(ListRetriever(nodes[:3]), "edge", use_scores=False)
+    assert node_ids(unread.retrieve(QUESTION)) == ["node-0", "node-2", "node-1"]
 
 
 # ---------------------------------------------------------------------------- replace_score
@@ -207,45 +210,38 @@ def test_a_tuned_file_with_replace_score(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- the query
-SCORING: dict[str, Callable[[], BaseNodePostprocessor]] = {
-    "PassageLikelihoodReorder": lambda: PassageLikelihoodReorder(scorer=scorer()),
-    "SelectAndPlace": lambda: SelectAndPlace(scorer=scorer()),
-    "ConvexScoreReorder": lambda: ConvexScoreReorder(scorer=scorer()),
-    "ProfileReorder+scorer": lambda: ProfileReorder(profile=PROFILE, scorer=scorer()),
-}
-
-
-@pytest.mark.parametrize("name", sorted(SCORING))
-def test_replace_score_is_off_by_default_and_the_query_is_needed(name: str) -> None:
-    reorder = SCORING[name]()
-    assert type(reorder).model_fields["replace_score"].default is False
-    with pytest.raises(ValueError, match="needs the query"):
-        reorder.postprocess_nodes(make_nodes())
-
-
 POSTPROCESSORS: dict[str, Callable[[], BaseNodePostprocessor]] = {
     "ProfileReorder": lambda: ProfileReorder(profile=PROFILE),
     "ProfileReorder+scorer": lambda: ProfileReorder(profile=PROFILE, scorer=Untouchable()),
     "LikelihoodReorder": lambda: LikelihoodReorder(scorer=Untouchable()),
     "ConvexScoreReorder": lambda: ConvexScoreReorder(scorer=Untouchable()),
     "PassageLikelihoodReorder": lambda: PassageLikelihoodReorder(scorer=Untouchable()),
+    "SelectAndPlace": lambda: SelectAndPlace(scorer=Untouchable()),
     "EdgeReorder": lambda: EdgeReorder(),
 }
+SCORING = [
+    "ConvexScoreReorder",
+    "PassageLikelihoodReorder",
+    "ProfileReorder+scorer",
+    "SelectAndPlace",
+]
 
 
-@pytest.mark.parametrize("bundle", ["Who wrote Hamlet?", 42])
 @pytest.mark.parametrize("name", sorted(POSTPROCESSORS))
-def test_query_bundle_that_is_not_a_query_bundle_is_a_type_error(name: str, bundle: Any) -> None:
+def test_a_malformed_or_missing_query(name: str) -> None:
     """The query where the bundle goes: the message says to use ``query_str=`` (a query
     that is not a str, in ``QueryBundle.query_str``: ``tests/test_components_bad_input.py``)."""
     postprocessor = POSTPROCESSORS[name]()
-    with pytest.raises(TypeError, match=r"query_bundle must be a QueryBundle.*query_str="):
-        postprocessor.postprocess_nodes(make_nodes(), bundle)
-
-
-def test_query_str_keyword_that_is_not_a_string_is_a_type_error() -> None:
-    with pytest.raises(TypeError, match=r"ProfileReorder: query_bundle\.query_str .* int 7"):
-        ProfileReorder(profile=PROFILE).postprocess_nodes(make_nodes(), query_str=7)  # type: ignore[arg-type]
+    for bundle in ("Who wrote Hamlet?", 42):
+        with pytest.raises(TypeError, match=r"query_bundle must be a QueryBundle.*query_str="):
+            postprocessor.postprocess_nodes(make_nodes(), bundle)
+    who = type(postprocessor).__name__
+    with pytest.raises(TypeError, match=rf"{who}: query_bundle\.query_str .* int 7"):
+        postprocessor.postprocess_nodes(make_nodes(), query_str=7)  # type: ignore[arg-type]
+    if name in SCORING:  # replace_score off by default; no query, no scores
+        assert type(postprocessor).model_fields["replace_score"].default is False
+        with pytest.raises(ValueError, match="needs the query"):
+            postprocessor.postprocess_nodes(make_nodes())
 
 
 # ---------------------------------------------------------------------------- the rest

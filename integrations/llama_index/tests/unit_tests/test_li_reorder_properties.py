@@ -1,10 +1,5 @@
-"""Property tests (hypothesis) for every LlamaIndex reorderer: the conformance kit's adapter.
-
-The contract (integrations/llama_index/README.md "The metadata key") on ``NodeWithScore``:
-NEW wrappers around shallow copies of the nodes, the record's key added to the copy's
-excluded-key lists, the score kept unless ``replace_score=True``; with ``metadata_key=None``
-the caller's own wrappers (with ``replace_score``, new ones around the caller's nodes).
-Inputs hold the same node in two wrappers, NaN scores, and no query where none is needed."""
+"""Property tests (hypothesis) of every LlamaIndex reorderer: the conformance kit's adapter,
+the contract of integrations/llama_index/README.md "The metadata key" on ``NodeWithScore``."""
 
 from __future__ import annotations
 
