@@ -5,10 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from rag_position.models import SpanScore
+
+SUITE_MARKS = [
+    pytest.mark.asyncio,  # the standard suites' async tests are unmarked; pytest-asyncio is strict
+    pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
+]
+"""The marks every langchain-tests standard suite class here carries (``slow`` added
+where it runs the embedded model)."""
 
 FACTS = [
     ("Lyon", "Lyon is a large city in France, known for its cuisine."),

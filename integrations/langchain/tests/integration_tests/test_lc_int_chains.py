@@ -26,7 +26,7 @@ from langchain_rag_position import (
 )
 from langchain_rag_position._adapters import to_passage
 from langchain_tests.integration_tests import RetrieversIntegrationTests
-from lc_testkit import QUESTION, GoldScorer
+from lc_testkit import QUESTION, SUITE_MARKS, GoldScorer
 
 from rag_position.strategies import PositionProfile, convex_score, likelihood_selection
 
@@ -131,11 +131,7 @@ def test_scoring_compressors_equal_the_core(lc_store: Any, lc_model: Any) -> Non
 class TestPositionAwareRetrieverConvexScore(RetrieversIntegrationTests):
     """The standard retriever suite with ConvexScore on the embedded model."""
 
-    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [
-        pytest.mark.slow,
-        pytest.mark.asyncio,  # the suite's async test is unmarked; pytest-asyncio runs strict
-        pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
-    ]
+    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.slow, *SUITE_MARKS]
 
     @pytest.fixture(autouse=True)
     def _models(self, lc_store: Any, lc_model: Any) -> None:

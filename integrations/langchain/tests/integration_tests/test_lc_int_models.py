@@ -26,7 +26,7 @@ from langchain_rag_position import (
 )
 from langchain_rag_position._adapters import to_passage
 from langchain_tests.integration_tests import EmbeddingsIntegrationTests
-from lc_testkit import QUESTION, make_docs
+from lc_testkit import QUESTION, SUITE_MARKS, make_docs
 
 from rag_position.models.transformers_backend import TransformersModel
 from rag_position.strategies import fact, medoid_vote, recite_then_solve
@@ -181,11 +181,7 @@ def test_a_sandwich_chain_answers_through_vllm_like_the_local_model(
 
 # ---------------------------------------------------------------------- embeddings suite
 class TestRagPositionEmbeddingsIntegration(EmbeddingsIntegrationTests):
-    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [
-        pytest.mark.slow,
-        pytest.mark.asyncio,  # the suite's async tests are unmarked; pytest-asyncio runs strict
-        pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
-    ]
+    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.slow, *SUITE_MARKS]
 
     @pytest.fixture(autouse=True)
     def _embedder(self, lc_embedder: Any) -> None:

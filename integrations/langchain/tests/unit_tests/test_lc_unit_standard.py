@@ -10,7 +10,7 @@ import pytest
 from langchain_rag_position import ChatRagPosition, PositionAwareRetriever, RagPositionEmbeddings
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests, EmbeddingsUnitTests
-from lc_testkit import QUESTION, ListRetriever, make_docs
+from lc_testkit import QUESTION, SUITE_MARKS, ListRetriever, make_docs
 
 
 class TestChatRagPositionUnit(ChatModelUnitTests):
@@ -30,11 +30,7 @@ class TestRagPositionEmbeddingsUnit(EmbeddingsUnitTests):
 
 
 class TestPositionAwareRetrieverEdge(RetrieversIntegrationTests):
-    # The suite's async test is not marked; the root config runs pytest-asyncio strict.
-    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [
-        pytest.mark.asyncio,
-        pytest.mark.filterwarnings("ignore:The test <Function:pytest.PytestWarning"),
-    ]
+    pytestmark: ClassVar[list[pytest.MarkDecorator]] = SUITE_MARKS
 
     @property
     def retriever_constructor(self) -> type[PositionAwareRetriever]:
