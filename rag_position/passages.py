@@ -13,6 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+EMBEDDING_TEXT = "{title}\n{text}"
+"""How a passage is embedded (just ``{text}`` when the title is empty); questions are
+embedded as they are."""
+
 _KNOWN_KEYS = frozenset({"text", "title", "id", "score"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -153,3 +157,19 @@ def as_passages(seq: Iterable[Passage | str | Mapping[str, Any]]) -> list[Passag
     passages = [as_passage(x) for x in seq]
     check_passage_texts(passages)
     return passages
+
+
+def embedding_text(passage: Passage) -> str:
+    """What is embedded for a passage: :data:`EMBEDDING_TEXT`, or its text when untitled.
+
+    Example:
+        >>> embedding_text(Passage("Paris is in France.", title="Paris"))
+        'Paris\\nParis is in France.'
+        >>> embedding_text(Passage("x"))
+        'x'
+    """
+    return (
+        EMBEDDING_TEXT.format(title=passage.title, text=passage.text)
+        if passage.title
+        else passage.text
+    )

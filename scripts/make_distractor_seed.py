@@ -17,8 +17,9 @@ import json
 import tempfile
 
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
-from rag_position.data.builder import EMBEDDING_TEXT, SEED_DEPTH, InstanceBuilder, seed_path
+from rag_position.data.builder import SEED_DEPTH, InstanceBuilder, seed_path
 from rag_position.eval.tasks.datasets import LazyEmbedder
+from rag_position.passages import EMBEDDING_TEXT
 
 
 def main() -> None:

@@ -135,7 +135,10 @@ def test_the_order_and_the_record_are_the_core_functions(
     ("strategy", "extras"),
     [
         ("passage_likelihood", {"gold": False}),
-        ("select_and_place", {"likelihood_rank": 0, "posterior": 1.0, "dropped": []}),
+        (
+            "select_and_place",
+            {"likelihood_rank": 0, "posterior": 1.0, "similar_rank": None, "dropped": []},
+        ),
     ],
 )
 def test_fewer_than_two_items_are_not_scored(
@@ -166,7 +169,11 @@ def test_the_options_are_the_core_functions_names_and_defaults(
 ) -> None:
     function = STRATEGIES[strategy].function
     params = inspect.signature(function).parameters.values()
-    wanted = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    wanted = {
+        p.name: p.default
+        for p in params
+        if p.default is not inspect.Parameter.empty and p.name != "embedder"  # a model
+    }
     assert set(STRATEGIES[strategy].option_model.model_fields) == set(wanted)
     fields = fw.components[strategy].model_fields
     assert {name: fields[name].default for name in wanted} == wanted
@@ -174,6 +181,25 @@ def test_the_options_are_the_core_functions_names_and_defaults(
     assert {"scorer", "scorer_kwargs", "metadata_key", "title_key"} <= set(fields)
     lazy = fw.components[strategy](scorer="embedded", scorer_kwargs={"dtype": "float32"})
     assert lazy._scorer is not None and not lazy._scorer.loaded  # a spec loads on first use
+
+
+def test_similar_keeps_the_closest_too_with_the_frameworks_embedder(fw: Framework) -> None:
+    """``similar=1`` with the framework's embedder field: the core's union, recorded."""
+    from test_passage_likelihood import TableEmbedder
+
+    component = fw.components["select_and_place"]
+    field = "embeddings" if "embeddings" in component.model_fields else "embed_model"
+    assert field not in fw.components["passage_likelihood"].model_fields
+    items = fw.items(5)
+    close = TableEmbedder([0.1, 0.2, 0.9, 0.3, 0.4])  # Berlin (2), dropped by mass, closest
+    out = fw.compress(component(scorer=scorer(), similar=1, **{field: close}), items)
+    result = core(fw, "select_and_place", items, similar=1, embedder=close)
+    assert fw.check_record(out, items, "select_and_place") == result.order == [2, 0, 3, 1]
+    records = fw.records(out)
+    assert [r["similar_rank"] for r in records] == [0, None, None, None]
+    assert records[0]["dropped"] == [4] and len(close.calls) == 2
+    with pytest.raises((ValueError, TypeError), match=f"`similar` needs `{field}`"):
+        component(scorer=scorer(), similar=1)
 
 
 def test_a_profile_file_is_read_at_construction(fw: Framework, tmp_path: Path) -> None:

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from rag_position.data import QAInstance
-from rag_position.data.builder import EMBEDDING_TEXT
 from rag_position.eval.engine.pair import ReaderScorer, scorer_metered
 from rag_position.eval.rows import peers, threshold
-from rag_position.passages import Passage
+from rag_position.passages import EMBEDDING_TEXT, Passage
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa
 
 TEXTS = (

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rag_position import STRATEGIES, PositionProfile
@@ -103,6 +104,49 @@ def test_select_and_place_first_and_profile() -> None:
     assert placed.order == [0, 1, 3]
 
 
+class TableEmbedder:
+    """Unit vectors from a table (the question along the first axis); records each call."""
+
+    def __init__(self, closeness: list[float], rows: int | None = None) -> None:
+        self.closeness, self.rows = closeness, rows
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        vectors = [[1.0, 0.0]] + [[c, math.sqrt(1 - c * c)] for c in self.closeness]
+        return np.asarray(vectors[: self.rows or len(vectors)], dtype=np.float32)
+
+
+def test_select_and_place_similar_keeps_the_closest_too() -> None:
+    """``similar=k``: the likelihood's choice united with the embedder's top k, ranked and
+    placed by likelihood; nothing embedded without it."""
+    far = TableEmbedder([0.1, 0.2, 0.9, 0.3])  # the Seine passage (2) closest
+    union = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=1, embedder=far)
+    assert far.calls == [[QUESTION, *PASSAGES]]
+    assert union.order == [2, 3, 1] and union.details["similar"] == [2]  # most likely last
+    assert union.details["dropped"] == [0] and union.cost.lm_calls == 4
+    two = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=2, embedder=far, top_n=1)
+    assert two.details["similar"] == [2, 3] and two.order == [2, 3, 1]
+    inside = TableEmbedder([0.1, 0.9, 0.2, 0.3])  # already kept: the same as without
+    same = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=1, embedder=inside)
+    assert same.order == [3, 1] and same.details["dropped"] == [0, 2]
+    unused = TableEmbedder([0.1, 0.2, 0.9, 0.3])
+    plain = STRATEGIES["select_and_place"](QUESTION, PASSAGES, scorer=sp_scorer(), embedder=unused)
+    assert plain.order == [3, 1] and plain.details["similar"] == [] and unused.calls == []
+    row = STRATEGIES["select_and_place"](
+        QUESTION, PASSAGES, scorer=sp_scorer(), similar=1, embedder=far
+    )
+    assert row.order == union.order
+    for bad, match in [
+        ({"similar": 1}, "needs an embedder"),
+        ({"similar": -1, "embedder": far}, "`similar` must be"),
+        ({"similar": True, "embedder": far}, "`similar` must be"),
+        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2], rows=3)}, "returned 3 vectors"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            select_and_place(QUESTION, PASSAGES, sp_scorer(), **bad)
+
+
 def test_edges() -> None:
     assert select_and_place(QUESTION, [], scorer()).details["dropped"] == []
     with pytest.raises(ValueError, match="question"):
@@ -133,3 +177,7 @@ def test_select_and_place_keeps_the_answering_passage_last(embedded_fp32: object
     assert sorted([*result.order, *result.details["dropped"]]) == [0, 1, 2, 3]
     assert math.isclose(sum(result.details["posterior"]), 1.0)
     assert 1 <= len(result.passages) < len(PASSAGES)
+    # the table's row embeds with the packaged all-MiniLM-L6-v2 when similar= asks
+    row = STRATEGIES["select_and_place"]
+    both = row(QUESTION, PASSAGES, scorer=embedded_fp32, similar=1, top_n=1)
+    assert both.details["similar"] == [1] and both.passages == [PASSAGES[1]]

@@ -45,15 +45,18 @@ def _passage_record(result: Any) -> Record:
 
 
 def _selection_record(result: Any) -> Record:
-    """Each passage's own score; its rank by likelihood and share of the posterior; the
-    input positions of the dropped passages (most likely first) on every kept one."""
+    """Each passage's own score; its rank by likelihood and share of the posterior; its rank
+    by similarity where ``similar=`` kept it for that (else ``None``); the input positions
+    of the dropped passages (most likely first) on every kept one."""
     ranked = result.details["ranked"]
     rank = {d: r for r, d in enumerate(ranked)}
+    close = {d: r for r, d in enumerate(result.details.get("similar", []))}
     dropped = list(result.details["dropped"])
     extras = [
         {
             "likelihood_rank": rank[i],
             "posterior": float(result.details["posterior"][i]),
+            "similar_rank": close.get(i),
             "dropped": list(dropped),  # each record its own list
         }
         for i in range(len(ranked))
@@ -95,7 +98,9 @@ COMPONENT_TABLE: tuple[Component, ...] = (
     Component(
         "SelectAndPlace",
         ("select_and_place", "select_and_place_profile"),
-        MappingProxyType({"likelihood_rank": 0, "posterior": 1.0, "dropped": []}),
+        MappingProxyType(
+            {"likelihood_rank": 0, "posterior": 1.0, "similar_rank": None, "dropped": []}
+        ),
         _selection_record,
     ),
     Component("EdgeReorder", ("edge",)),

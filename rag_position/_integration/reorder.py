@@ -120,9 +120,14 @@ def reordering(
     question: str,
     passages: Sequence[Any],
     scorer: LazyModel[Any] | None,
+    *,
+    embedder: LazyModel[Any] | None = None,
     **options: Any,
 ) -> Reordering:
     """The row's function on ``passages`` with ``options``; its record per passage.
+
+    ``embedder`` goes to a row that takes one when given (``select_and_place``'s
+    ``similar=``), loaded then.
 
     Fewer than two passages are not scored: the given order, no score, the row's
     ``record_keys`` at their unscored values. A row that ``selects`` may keep a subset:
@@ -135,6 +140,8 @@ def reordering(
         unscored = [copy.deepcopy(dict(keys)) for _ in range(n)]  # none shared
         return _reordering(n, list(range(n)), None, unscored)
     models = (_scorer(scorer),) if "scorer" in row.needs else ()
+    if embedder is not None and "embedder" in row.uses:
+        options = {**options, "embedder": embedder.get()}
     result = row.function(question, passages, *models, **options)
     scores, extras = made.record(result)
     return _reordering(n, result.order, scores, extras, selects=row.selects)

@@ -24,31 +24,12 @@ import numpy.typing as npt
 from rag_position._jsonfile import read_json
 from rag_position.data.loaders import KVInstance, PathLike, QAInstance, load_qa
 from rag_position.data.metrics import normalize_answer
-from rag_position.passages import Passage
+from rag_position.passages import EMBEDDING_TEXT, Passage, embedding_text
 
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "RAG_POSITION_CACHE"
-EMBEDDING_TEXT = "{title}\n{text}"
-"""How a pool passage is embedded (just ``{text}`` when the title is empty); questions
-are embedded as they are."""
 _CACHE_FORMAT = 1
-
-
-def embedding_text(passage: Passage) -> str:
-    """What is embedded for a passage: :data:`EMBEDDING_TEXT`, or its text when untitled.
-
-    Example:
-        >>> embedding_text(Passage("Paris is in France.", title="Paris"))
-        'Paris\\nParis is in France.'
-        >>> embedding_text(Passage("x"))
-        'x'
-    """
-    return (
-        EMBEDDING_TEXT.format(title=passage.title, text=passage.text)
-        if passage.title
-        else passage.text
-    )
 
 
 SEED_DEPTH = 29

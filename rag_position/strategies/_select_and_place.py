@@ -12,8 +12,13 @@ the most likely ones and places them. What it keeps, by rule:
   each passage's total question log-likelihood: sure rankings keep one passage,
   unsure ones keep more.
 - ``top_n``: at most this many (a reranker's ``top_n``).
+- ``similar``: besides, the ``similar`` passages closest to the question by an
+  ``embedder`` (cosine similarity), whatever their likelihood: the likelihood's choice
+  united with an embedding filter's top ``similar``. The two miss the gold passage on
+  different questions (docs/measurements.md, "A small scorer in front of your reader").
 
-Both may be given (the smaller set wins); at least one passage is always kept. The
+``mass`` and ``top_n`` may both be given (the smaller set wins); at least one passage is
+always kept. The
 idea of dropping whole documents by the question's likelihood is LongLLMLingua's
 coarse compression (Jiang et al., ACL 2024), which keeps documents under a token
 budget; here the rule comes from the scores, and what is kept is placed where the
@@ -25,16 +30,21 @@ several passages should use a reorderer, or a ``mass`` near 1 (docs/measurements
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
+import numpy as np
+
 from rag_position.cost import Cost
-from rag_position.models.protocols import Scorer
+from rag_position.models.protocols import Embedder, Scorer
+from rag_position.passages import embedding_text
 from rag_position.strategies._base import (
     OrderingResult,
     check_passages,
     check_question,
     reordered,
+    to_passages,
 )
 from rag_position.strategies._options import LOOSE, PROFILE_DOC, TEMPLATE_DOC, opt
 from rag_position.strategies._passage_likelihood import score_alone
@@ -48,6 +58,10 @@ DEFAULT_MASS = 0.9
 
 
 MASS_DOC = "Keep the fewest most likely passages holding this share of the posterior."
+SIMILAR_DOC = (
+    "Also keep this many passages closest to the question by the embedder (cosine), "
+    "whatever their likelihood."
+)
 
 
 def posterior(log_likelihoods: Sequence[float]) -> list[float]:
@@ -100,6 +114,8 @@ def select_and_place(
     ] = "last",
     profile: Annotated[ProfileLike | None, opt(PROFILE_DOC), LOOSE] = None,
     template: Annotated[str | None, opt(TEMPLATE_DOC)] = None,
+    similar: Annotated[int, opt(SIMILAR_DOC, ge=0)] = 0,
+    embedder: Embedder | None = None,
 ) -> OrderingResult[T]:
     """Keep the passages most likely to answer the question (by ``mass`` and ``top_n``); place them.
 
@@ -114,7 +130,11 @@ def select_and_place(
     ``result.scores``: each input passage's mean log-likelihood;
     ``details["posterior"]``: each one's share of the posterior;
     ``details["ranked"]``: every input index, most likely first; ``details["gold"]``:
-    the most likely passage. Ties go to the earlier passage. 0 or 1 passages:
+    the most likely passage. ``similar=k`` (with an ``embedder``) keeps the ``k`` passages
+    closest to the question as well (``details["similar"]``, closest first; the passage's
+    title and text are embedded, as :func:`~rag_position.passages.embedding_text`); the
+    kept passages are still ranked and placed by likelihood, and the embedding time is in
+    ``result.cost.seconds``. Ties go to the earlier passage. 0 or 1 passages:
     returned as they are at zero cost. ``mass=None, top_n=None`` keeps every
     passage (:func:`~rag_position.strategies.passage_likelihood` with ``rest="scores"``).
 
@@ -132,6 +152,10 @@ def select_and_place(
         raise ValueError(f"`mass` must be a number in (0, 1], or None; got {mass!r}")
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise ValueError(f"`top_n` must be an int >= 1, or None; got {top_n!r}")
+    if isinstance(similar, bool) or not isinstance(similar, int) or similar < 0:
+        raise ValueError(f"`similar` must be an int >= 0; got {similar!r}")
+    if similar and embedder is None:
+        raise ValueError("`similar` needs an embedder: pass embedder= (e.g. load_embedder)")
     items = check_passages(passages)
     n = len(items)
     if n < 2:
@@ -140,6 +164,7 @@ def select_and_place(
             "dropped": [],
             "ranked": list(range(n)),
             "posterior": [1.0] * n,
+            "similar": [],
         }
         return OrderingResult(
             passages=items, order=list(range(n)), scores=[], cost=Cost(), details=details
@@ -148,8 +173,14 @@ def select_and_place(
     scores = [s.mean for s in span_scores]
     shares = posterior([s.sum for s in span_scores])
     ranked = sorted(range(n), key=lambda d: (-scores[d], d))
-    keep = kept_count(shares, ranked, mass, top_n)
-    kept = ranked[:keep]
+    chosen = set(ranked[: kept_count(shares, ranked, mass, top_n)])
+    close: list[int] = []
+    if similar and embedder is not None:
+        close, seconds = _closest(question, items, embedder, similar)
+        chosen.update(close)
+        cost = cost + Cost(seconds=seconds)
+    kept = [i for i in ranked if i in chosen]
+    keep = len(kept)
     local = place(list(range(keep)), placement, "scores", prof) if keep > 1 else [0]
     order = [kept[i] for i in local]
     return OrderingResult(
@@ -159,11 +190,31 @@ def select_and_place(
         cost=cost,
         details={
             "gold": ranked[0],
-            "dropped": ranked[keep:],
+            "dropped": [i for i in ranked if i not in chosen],
             "ranked": ranked,
             "posterior": shares,
+            "similar": close,
         },
     )
+
+
+def _closest(
+    question: str, items: Sequence[Any], embedder: Embedder, k: int
+) -> tuple[list[int], float]:
+    """The ``k`` passages closest to ``question`` by cosine similarity (closest first, ties to
+    the earlier passage), and the seconds the embedding took."""
+    start = time.perf_counter()
+    texts = [question, *(embedding_text(p) for p in to_passages(items))]
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float64)
+    seconds = time.perf_counter() - start
+    if vectors.shape[0] != len(texts):
+        raise ValueError(f"the embedder returned {vectors.shape[0]} vectors for {len(texts)} texts")
+    norms = np.linalg.norm(vectors, axis=1)
+    norms[norms == 0] = 1.0
+    unit = vectors / norms[:, None]
+    sims = unit[1:] @ unit[0]
+    ranked = sorted(range(len(items)), key=lambda i: (-float(sims[i]), i))
+    return ranked[:k], seconds
 
 
 __all__ = ["DEFAULT_MASS", "select_and_place"]

@@ -39,7 +39,8 @@ name                            calls                                           
                                                                                     embedder
 ==============================  ==================================================  ================
 
-``medoid``'s embedder defaults to the embedded all-MiniLM-L6-v2, loaded once.
+``medoid``'s embedder defaults to the embedded all-MiniLM-L6-v2, loaded once; so does
+``select_and_place``'s when ``similar=`` asks for one.
 """
 
 from __future__ import annotations
@@ -319,8 +320,10 @@ class StrategySpec:
         self._check_required(options)
         check_question(question)
         models: dict[str, Any] = {"scorer": scorer, "generator": generator, "embedder": embedder}
-        if "embedder" in self.needs and embedder is None:
+        if embedder is None and "embedder" in self.needs:
             models["embedder"] = _embedded_embedder()
+        elif embedder is None and "embedder" in self.uses:  # loaded if the options use it
+            models["embedder"] = _EmbeddedOnUse()
         for role in self.needs:
             if models[role] is None:
                 raise ValueError(f"strategy {self.name!r} needs a {role}: pass {role}=")
@@ -340,6 +343,13 @@ def _embedded_embedder() -> Embedder:
     from rag_position.models.embedders import load_embedder
 
     return load_embedder("embedded")
+
+
+class _EmbeddedOnUse:
+    """The embedded embedder, loaded on the first ``embed`` (a row that may use one)."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return _embedded_embedder().embed(texts)
 
 
 STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.runnables.config import run_in_executor
-from pydantic import ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_rag_position._adapters import (
     LazyModel,
@@ -35,6 +35,7 @@ from langchain_rag_position._adapters import (
     check_documents,
     check_query,
     metadata_scores,
+    resolve_embedder,
     resolve_scorer,
     to_passage,
 )
@@ -141,10 +142,52 @@ class TableReorder(_Scored):
         )
 
 
+class EmbeddingTableReorder(TableReorder):
+    """A table compressor whose row may also embed (``SelectAndPlace``'s ``similar=``)."""
+
+    embeddings: Any = Field(
+        default=None,
+        description=(
+            "What `similar` embeds with: LangChain Embeddings, 'embedded', or an Embedder "
+            "(needed only with `similar`)."
+        ),
+    )
+    embeddings_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
+    )
+    _embedder: LazyModel[Any] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve_embeddings(self) -> EmbeddingTableReorder:
+        if self.embeddings is not None:
+            self._embedder = resolve_embedder(self.embeddings, self.embeddings_kwargs)
+        elif self.embeddings_kwargs:
+            raise ValueError("`embeddings_kwargs` need an `embeddings` spec string")
+        elif getattr(self, "similar", 0):
+            raise ValueError(
+                f"{type(self).__name__}: `similar` needs `embeddings` (LangChain Embeddings, "
+                "'embedded', or an Embedder)"
+            )
+        return self
+
+    def _order(self, docs: list[Document], query: str) -> core.Reordering:
+        return core.reordering(
+            self.row,
+            query,
+            self._passages(docs),
+            self._scorer,
+            embedder=self._embedder,
+            **self.core_options(),
+        )
+
+
 def table_compressor(component: str) -> type[TableReorder]:
     """The document compressor of the strategy table's row whose ``component`` is
     ``component``; its options and defaults are the core function's."""
-    return core.table_class(TableReorder, component, __name__, _USE)
+    embeds = "embedder" in core.component_row(component).uses
+    return core.table_class(
+        EmbeddingTableReorder if embeds else TableReorder, component, __name__, _USE
+    )
 
 
 _USE = """A LangChain ``BaseDocumentCompressor``: in ``ContextualCompressionRetriever`` or

@@ -32,7 +32,7 @@ The base retriever is a small ``BaseRetriever`` that returns the instance's pass
 documents in the retriever's order (``metadata["index"]`` giving each one's place), so
 the kept documents map back to the instance's passages; a document's ``page_content``
 is what the eval's retriever embedded (``"{title}\\n{text}"``,
-:data:`rag_position.data.builder.EMBEDDING_TEXT`). A LlamaIndex node holds the passage's
+:data:`rag_position.passages.EMBEDDING_TEXT`). A LlamaIndex node holds the passage's
 text with its title as metadata (which ``LLMRerank``'s prompt shows as ``title: ...``).
 The kept passages go into the answer prompt in the order the framework returns them.
 
@@ -83,10 +83,9 @@ from typing import Any
 
 from rag_position.cost import Cost, metered
 from rag_position.data import QAInstance
-from rag_position.data.builder import embedding_text
 from rag_position.eval.engine.common import Prepared, gold_info
 from rag_position.eval.engine.pair import charge_scorer, scoring_model
-from rag_position.passages import Passage
+from rag_position.passages import Passage, embedding_text
 from rag_position.prompts import QA_TEMPLATE, fill_template, render_qa
 
 PEER_ROWS = ("embeddings_filter", "embeddings_filter_threshold", "llm_rerank")

@@ -25,8 +25,8 @@ import numpy.typing as npt
 
 from rag_position._jsonfile import parse_json
 from rag_position.data import normalize_answer
-from rag_position.data.builder import EMBEDDING_TEXT, default_cache_dir
-from rag_position.passages import Passage
+from rag_position.data.builder import default_cache_dir
+from rag_position.passages import EMBEDDING_TEXT, Passage, embedding_text
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class DenseRetriever:
         self.corpus = list(corpus)
         self.embedder = embedder
         label = str(getattr(embedder, "name", None) or type(embedder).__qualname__)
-        texts = [_embedding_text(p) for p in self.corpus]
+        texts = [embedding_text(p) for p in self.corpus]
         digest = hashlib.sha256(json.dumps([label, EMBEDDING_TEXT, texts]).encode()).hexdigest()
         self.cache_path = (cache_dir or default_cache_dir()) / f"corpus-{digest[:20]}.npz"
         self._vectors: npt.NDArray[np.float32] | None = None
@@ -191,7 +191,3 @@ class BM25Retriever:
                     scores[i] += idf * tf * (self.k1 + 1) / (tf + norm)
             ranked.append(np.argsort(-scores, kind="stable")[:k].tolist())
         return ranked
-
-
-def _embedding_text(p: Passage) -> str:
-    return EMBEDDING_TEXT.format(title=p.title, text=p.text) if p.title else p.text
