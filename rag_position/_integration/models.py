@@ -200,6 +200,27 @@ def resolve_embedder(
     )
 
 
+def optional_embedder(
+    owner: str,
+    value: Any,
+    load_kwargs: Mapping[str, Any],
+    resolve: Callable[[Any, Mapping[str, Any]], LazyModel[Embedder]],
+    *,
+    field: str,
+    kwargs_field: str,
+    needed_by: str | None = None,
+) -> LazyModel[Embedder] | None:
+    """A component's optional embedder field, resolved: ``None`` when not given, unless
+    ``needed_by`` (an option that needs one, e.g. ``"`similar`"``) says it must be."""
+    if value is not None:
+        return resolve(value, load_kwargs)
+    if load_kwargs:
+        raise ValueError(f"{owner}: `{kwargs_field}` need an `{field}` spec string")
+    if needed_by:
+        raise ValueError(f"{owner}: {needed_by} needs `{field}` ({EMBEDDER_FORMS})")
+    return None
+
+
 def openai_scorer(
     base_url: str | None,
     model: str | None,

@@ -22,6 +22,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
+from pydantic import BaseModel, Field
 
 from langchain_rag_position.chat_models import GENERATOR_FORMS, ChatRagPosition
 from langchain_rag_position.embeddings import RagPositionEmbeddings
@@ -123,6 +124,29 @@ def resolve_embedder(
     """A :class:`LazyModel` yielding an Embedder (see :data:`EMBEDDER_FORMS`)."""
     table = [(RagPositionEmbeddings, _own_embedder), (Embeddings, LangChainEmbedder)]
     return core.resolve_embedder(embeddings, load_kwargs, adapters=table, forms=EMBEDDER_FORMS)
+
+
+class EmbeddingsFields(BaseModel):
+    """``embeddings=`` and its load keywords, for a component that embeds."""
+
+    embeddings: Any = Field(
+        default=None, description="LangChain Embeddings, 'embedded', or an Embedder."
+    )
+    embeddings_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
+    )
+
+    def resolve_embeddings(self, needed_by: str | None = None) -> LazyModel[Any] | None:
+        """The embedder these fields name (``None`` for none, unless ``needed_by`` needs one)."""
+        return core.optional_embedder(
+            type(self).__name__,
+            self.embeddings,
+            self.embeddings_kwargs,
+            resolve_embedder,
+            field="embeddings",
+            kwargs_field="embeddings_kwargs",
+            needed_by=needed_by,
+        )
 
 
 class LangChainGenerator(core.AdaptedGenerator):
@@ -300,6 +324,7 @@ def read_input(value: Any, component: str) -> tuple[str, list[Document] | None, 
 
 __all__ = [
     "METADATA_KEY",
+    "EmbeddingsFields",
     "LangChainEmbedder",
     "LangChainGenerator",
     "LazyModel",

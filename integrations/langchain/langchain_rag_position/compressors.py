@@ -27,15 +27,15 @@ from typing import Any, ClassVar
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.runnables.config import run_in_executor
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from langchain_rag_position._adapters import (
+    EmbeddingsFields,
     LazyModel,
     annotate,
     check_documents,
     check_query,
     metadata_scores,
-    resolve_embedder,
     resolve_scorer,
     to_passage,
 )
@@ -121,6 +121,7 @@ class TableReorder(_Scored):
     """
 
     row: ClassVar[StrategySpec]
+    _embedder: LazyModel[Any] | None = PrivateAttr(default=None)
 
     def _needs_scorer(self) -> bool:
         return "scorer" in self.row.needs
@@ -138,40 +139,6 @@ class TableReorder(_Scored):
 
     def _order(self, docs: list[Document], query: str) -> core.Reordering:
         return core.reordering(
-            self.row, query, self._passages(docs), self._scorer, **self.core_options()
-        )
-
-
-class EmbeddingTableReorder(TableReorder):
-    """A table compressor whose row may also embed (``SelectAndPlace``'s ``similar=``)."""
-
-    embeddings: Any = Field(
-        default=None,
-        description=(
-            "What `similar` embeds with: LangChain Embeddings, 'embedded', or an Embedder "
-            "(needed only with `similar`)."
-        ),
-    )
-    embeddings_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
-    )
-    _embedder: LazyModel[Any] | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _resolve_embeddings(self) -> EmbeddingTableReorder:
-        if self.embeddings is not None:
-            self._embedder = resolve_embedder(self.embeddings, self.embeddings_kwargs)
-        elif self.embeddings_kwargs:
-            raise ValueError("`embeddings_kwargs` need an `embeddings` spec string")
-        elif getattr(self, "similar", 0):
-            raise ValueError(
-                f"{type(self).__name__}: `similar` needs `embeddings` (LangChain Embeddings, "
-                "'embedded', or an Embedder)"
-            )
-        return self
-
-    def _order(self, docs: list[Document], query: str) -> core.Reordering:
-        return core.reordering(
             self.row,
             query,
             self._passages(docs),
@@ -179,6 +146,17 @@ class EmbeddingTableReorder(TableReorder):
             embedder=self._embedder,
             **self.core_options(),
         )
+
+
+class EmbeddingTableReorder(TableReorder, EmbeddingsFields):
+    """A table compressor whose row may also embed: ``SelectAndPlace``'s ``similar=`` needs
+    ``embeddings=`` (LangChain ``Embeddings``, ``'embedded'``, or an ``Embedder``)."""
+
+    @model_validator(mode="after")
+    def _resolve_embeddings(self) -> EmbeddingTableReorder:
+        needed = "`similar`" if getattr(self, "similar", 0) else None
+        self._embedder = self.resolve_embeddings(needed)
+        return self
 
 
 def table_compressor(component: str) -> type[TableReorder]:

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_rag_position._adapters import (
+    EmbeddingsFields,
     LazyModel,
     read_input,
     resolve_embedder,
@@ -136,23 +137,17 @@ class _Generating(RunnableSerializable[dict[str, Any], dict[str, Any]], Generato
         return [to_passage(d, self.title_key) for d in docs] if docs is not None else context
 
 
-class _Embedding(_Generating):
+class _Embedding(_Generating, EmbeddingsFields):
     """A generating runnable that also embeds (``embeddings=``, loaded on first use)."""
 
-    embeddings: Any = Field(
-        default=None, description="LangChain Embeddings, 'embedded', or an Embedder."
-    )
-    embeddings_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
-    )
     _embedder: LazyModel[Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve_embeddings(self) -> _Embedding:
-        if self.embeddings is not None or self._needs_embeddings():
+        if self._needs_embeddings():  # ValueError naming the forms when missing
             self._embedder = resolve_embedder(self.embeddings, self.embeddings_kwargs)
-        elif self.embeddings_kwargs:
-            raise ValueError("`embeddings_kwargs` need an `embeddings` spec string")
+        else:
+            self._embedder = self.resolve_embeddings()
         return self
 
     def _needs_embeddings(self) -> bool:

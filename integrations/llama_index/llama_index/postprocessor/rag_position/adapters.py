@@ -28,7 +28,7 @@ from llama_index.core.base.llms.types import (
     CompletionResponseGen,
     LLMMetadata,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_serializer
 from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
@@ -178,6 +178,40 @@ def openai_scorer(llm: Any) -> Scorer:
 
 
 # ---------------------------------------------------------------------------- LlamaIndex -> ours
+class EmbedModelFields(BaseModel):
+    """An optional ``embed_model=`` and its load keywords, for a component that may embed."""
+
+    embed_model: Any = Field(
+        default=None,
+        description=(
+            "Optional: what the component embeds with (a LlamaIndex BaseEmbedding, "
+            "'embedded', or a rag-position Embedder)."
+        ),
+    )
+    embed_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
+    )
+
+    def resolve_embed_model(self, needed_by: str | None = None) -> LazyModel[Embedder] | None:
+        """The embedder these fields name (``None`` for none, unless ``needed_by`` needs one)."""
+        return core.optional_embedder(
+            type(self).__name__,
+            self.embed_model,
+            self.embed_kwargs,
+            resolve_embedder,
+            field="embed_model",
+            kwargs_field="embed_kwargs",
+            needed_by=needed_by,
+        )
+
+    @field_serializer("embed_model")
+    def _serialize_embed_model(self, embed_model: Any) -> str | None:
+        if embed_model is None or isinstance(embed_model, str):
+            return embed_model
+        return f"<{type(embed_model).__name__}>"
+
+
 class LlamaIndexGenerator(core.AdaptedGenerator):
     """Any LlamaIndex ``LLM`` as a rag-position ``Generator`` (one ``complete`` per prompt).
 

@@ -27,7 +27,7 @@ from llama_index.postprocessor.rag_position._nodes import (
     question_of,
     reorder_nodes,
 )
-from llama_index.postprocessor.rag_position.adapters import resolve_embedder, resolve_scorer
+from llama_index.postprocessor.rag_position.adapters import EmbedModelFields, resolve_scorer
 
 from rag_position import _integration as core
 from rag_position._integration import (
@@ -130,6 +130,7 @@ class TableReorder(_ScoringReorder):
         description="Set NodeWithScore.score to the strategy's score (default: the retriever's).",
     )
     _resolved: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _embedder: LazyModel[Embedder] | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -164,53 +165,21 @@ class TableReorder(_ScoringReorder):
             question_of(query_bundle, type(self).__name__),
             self._passages(nodes),
             self._scorer,
+            embedder=self._embedder,
             **self.core_options(),
         )
 
 
-class EmbeddingTableReorder(TableReorder):
-    """A table postprocessor whose row may also embed (``SelectAndPlace``'s ``similar=``)."""
-
-    embed_model: Any = Field(
-        default=None,
-        description=(
-            "What `similar` embeds with: a LlamaIndex BaseEmbedding, 'embedded', or a "
-            "rag-position Embedder (needed only with `similar`)."
-        ),
-    )
-    embed_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
-    )
-    _embedder: LazyModel[Embedder] | None = PrivateAttr(default=None)
+class EmbeddingTableReorder(TableReorder, EmbedModelFields):
+    """A table postprocessor whose row may also embed: ``SelectAndPlace``'s ``similar=``
+    needs ``embed_model=`` (a LlamaIndex ``BaseEmbedding``, ``'embedded'``, or an
+    ``Embedder``)."""
 
     def _setup(self) -> None:
         """Check the options, the scorer and the embed_model (specs load on first use)."""
         super()._setup()
-        if self.embed_model is not None:
-            self._embedder = resolve_embedder(self.embed_model, self.embed_kwargs)
-        elif self.embed_kwargs:
-            raise ValueError(f"{type(self).__name__}: `embed_kwargs` need an `embed_model` spec")
-        elif getattr(self, "similar", 0):
-            raise ValueError(
-                f"{type(self).__name__}: `similar` needs `embed_model` (a LlamaIndex "
-                "BaseEmbedding, 'embedded', or a rag-position Embedder)"
-            )
-
-    @field_serializer("embed_model")
-    def _serialize_embed_model(self, embed_model: Any) -> str | None:
-        return _serialize_model(embed_model)
-
-    def _order(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
-    ) -> core.Reordering:
-        return core.reordering(
-            self.row,
-            question_of(query_bundle, type(self).__name__),
-            self._passages(nodes),
-            self._scorer,
-            embedder=self._embedder,
-            **self.core_options(),
+        self._embedder = self.resolve_embed_model(
+            "`similar`" if getattr(self, "similar", 0) else None
         )
 
 

@@ -22,7 +22,11 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.postprocessor.rag_position._nodes import METADATA_KEY, node_passage
-from llama_index.postprocessor.rag_position.adapters import resolve_embedder, resolve_generator
+from llama_index.postprocessor.rag_position.adapters import (
+    EmbedModelFields,
+    resolve_embedder,
+    resolve_generator,
+)
 
 from rag_position import _integration as core
 from rag_position._integration import (
@@ -202,11 +206,11 @@ class ReciteThenSolveQueryEngine(_RagPositionQueryEngine, ReciteOptions):
         return result.answer, {"trace": result.trace, "cost": result.cost, "recited_nodes": recited}
 
 
-class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
+class FactQueryEngine(_RagPositionQueryEngine, FactOptions, EmbedModelFields):
     """FACT: find the relevant facts in passes, cutting found ones out, then answer from them.
 
     Each pass asks the ``llm`` for the relevant sentences (or, with ``embed_model``,
-    takes the ``top_k`` sentences closest to the question), locates them in
+    retrieves them by embedding: the ``top_k`` sentences closest to the question), locates them in
     the nodes' text and removes (or masks) them, until a pass finds nothing new or
     ``max_iterations``; the answer is generated from the facts (``answer=False`` skips
     it). ``metadata["rag_position"]``: the core ``FactTrace``, ``facts`` and the cost.
@@ -218,17 +222,6 @@ class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
 
     strategy_name: ClassVar[str] = "fact"
 
-    embed_model: Any = Field(
-        default=None,
-        description=(
-            "Optional: retrieve candidate facts by embedding similarity with this model (a "
-            "LlamaIndex BaseEmbedding, 'embedded', or a rag-position Embedder) instead of the llm."
-        ),
-    )
-    embed_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
-    )
     _embedder: LazyModel[Embedder] | None = PrivateAttr(default=None)
 
     @classmethod
@@ -239,16 +232,7 @@ class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
     def _setup(self) -> None:
         """Check the llm and the optional embed_model now."""
         super()._setup()
-        if self.embed_model is not None:
-            self._embedder = resolve_embedder(self.embed_model, self.embed_kwargs)
-        elif self.embed_kwargs:
-            raise ValueError("FactQueryEngine: `embed_kwargs` need an `embed_model` spec string")
-
-    @field_serializer("embed_model")
-    def _serialize_embed_model(self, embed_model: Any) -> str | None:
-        if embed_model is None or isinstance(embed_model, str):
-            return embed_model
-        return f"<{type(embed_model).__name__}>"
+        self._embedder = self.resolve_embed_model()
 
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
         retrieve = None
@@ -259,7 +243,7 @@ class FactQueryEngine(_RagPositionQueryEngine, FactOptions):
         return result.answer, {"trace": result.trace, "cost": result.cost, "facts": result.facts}
 
 
-class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
+class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions, EmbedModelFields):
     """Medoid voting: answer once per seeded order of the nodes, return the central answer.
 
     ``n_orders`` prompts (the retrieved order first, then distinct permutations drawn with
@@ -276,16 +260,6 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
 
     strategy_name: ClassVar[str] = "medoid_vote"
 
-    embed_model: Any = Field(
-        description=(
-            "Embeds the answers: a LlamaIndex BaseEmbedding, an embedder spec ('embedded'; "
-            "loaded on first use) or a rag-position Embedder."
-        ),
-    )
-    embed_kwargs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for load_embedder when `embed_model` is a spec string.",
-    )
     _embedder: LazyModel[Embedder] = PrivateAttr()
 
     @classmethod
@@ -294,7 +268,7 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions):
         return "RagPositionMedoidVotingQueryEngine"
 
     def _setup(self) -> None:
-        """Check the llm and the embed_model now."""
+        """Check the llm and the embed_model (required here: it embeds the answers) now."""
         super()._setup()
         self._embedder = resolve_embedder(self.embed_model, self.embed_kwargs)
 
