@@ -30,7 +30,12 @@ FULL_PROMPT = (
     "passage_likelihood_profile",
 )
 """Rows that give the reader every passage (in some order)."""
-SELECTED = ("select_and_place", "select_and_place:mass=0.99", "select_and_place:top_n=1")
+SELECTED = (
+    "select_and_place",
+    "select_and_place:mass=0.99",
+    "select_and_place:top_n=1",
+    "select_and_place:similar=1",
+)
 PEERS = ("embeddings_filter", "embeddings_filter_threshold", "llm_rerank", "longllmlingua_top1")
 BOUNDS = ("gold_last", "gold_alone")
 
@@ -111,6 +116,15 @@ def summarize(name: str, found: dict[str, Any]) -> dict[str, Any]:
         out["versus"] = {
             other: _paired(rows["select_and_place"], rows[other], qs)
             for other in (best, *(p for p in PEERS if p in rows), *(b for b in BOUNDS if b in rows))
+        }
+        out["variants_versus"] = {  # every other selection, paired with the same rows
+            variant: {
+                other: _paired(rows[variant], rows[other], qs)
+                for other in (best, "select_and_place", *PEERS, *BOUNDS)
+                if other in rows
+            }
+            for variant in SELECTED[1:]
+            if variant in rows
         }
         if "gold_alone" in rows:  # the most any selection could win against each peer
             out["oracle_versus"] = {

@@ -141,7 +141,8 @@ def test_select_and_place_similar_keeps_the_closest_too() -> None:
         ({"similar": 1}, "needs an embedder"),
         ({"similar": -1, "embedder": far}, "`similar` must be"),
         ({"similar": True, "embedder": far}, "`similar` must be"),
-        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2], rows=3)}, "returned 3 vectors"),
+        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2], rows=3)}, r"shape \(3, 2\)"),
+        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2, math.nan, 0.3])}, "not finite"),
     ]:
         with pytest.raises(ValueError, match=match):
             select_and_place(QUESTION, PASSAGES, sp_scorer(), **bad)

@@ -46,8 +46,8 @@ def _passage_record(result: Any) -> Record:
 
 def _selection_record(result: Any) -> Record:
     """Each passage's own score; its rank by likelihood and share of the posterior; its rank
-    by similarity where ``similar=`` kept it for that (else ``None``); the input positions
-    of the dropped passages (most likely first) on every kept one."""
+    among the ``similar`` passages closest to the question (else ``None``); the input
+    positions of the dropped passages (most likely first) on every kept one."""
     ranked = result.details["ranked"]
     rank = {d: r for r, d in enumerate(ranked)}
     close = {d: r for r, d in enumerate(result.details.get("similar", []))}

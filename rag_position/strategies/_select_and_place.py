@@ -18,9 +18,8 @@ the most likely ones and places them. What it keeps, by rule:
   different questions (docs/measurements.md, "A small scorer in front of your reader").
 
 ``mass`` and ``top_n`` may both be given (the smaller set wins); at least one passage is
-always kept. The
-idea of dropping whole documents by the question's likelihood is LongLLMLingua's
-coarse compression (Jiang et al., ACL 2024), which keeps documents under a token
+always kept. The idea of dropping whole documents by the question's likelihood is
+LongLLMLingua's coarse compression (Jiang et al., ACL 2024), which keeps documents under a token
 budget; here the rule comes from the scores, and what is kept is placed where the
 model reads best. It is for questions one passage answers: a question that needs
 several passages should use a reorderer, or a ``mass`` near 1 (docs/measurements.md,
@@ -207,8 +206,12 @@ def _closest(
     texts = [question, *(embedding_text(p) for p in to_passages(items))]
     vectors = np.asarray(embedder.embed(texts), dtype=np.float64)
     seconds = time.perf_counter() - start
-    if vectors.shape[0] != len(texts):
-        raise ValueError(f"the embedder returned {vectors.shape[0]} vectors for {len(texts)} texts")
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise ValueError(
+            f"the embedder returned an array of shape {vectors.shape} for {len(texts)} texts"
+        )
+    if not np.isfinite(vectors).all():
+        raise ValueError("the embedder returned a vector that is not finite (NaN or inf)")
     norms = np.linalg.norm(vectors, axis=1)
     norms[norms == 0] = 1.0
     unit = vectors / norms[:, None]
