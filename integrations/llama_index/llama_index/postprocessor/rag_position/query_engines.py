@@ -272,10 +272,6 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions, EmbedModel
         super()._setup()
         self._embedder = resolve_embedder(self.embed_model, self.embed_kwargs)
 
-    @field_serializer("embed_model")
-    def _serialize_embed_model(self, embed_model: Any) -> str:
-        return embed_model if isinstance(embed_model, str) else f"<{type(embed_model).__name__}>"
-
     def _answer(self, question: str, passages: list[Passage]) -> tuple[str, Trace]:
         options = core_options(self, medoid_vote)
         result = medoid_vote(
