@@ -17,13 +17,20 @@ CELLS = [
         "ucurve200",
         "peers-smollm2",
         "llm-rerank-smollm2",
+        "select-similar-smollm2",
     ),
     ("Gemma → Gemma", "gemma-compare200", "gemma-ucurve200"),
-    ("SmolLM2 → Gemma", "scorer-smollm2-reader-gemma", "scorer-smollm2-reader-gemma-llm-rerank"),
+    (
+        "SmolLM2 → Gemma",
+        "scorer-smollm2-reader-gemma",
+        "scorer-smollm2-reader-gemma-llm-rerank",
+        "select-similar-gemma",
+    ),
     (
         "SmolLM2 → Qwen 0.5B",
         "scorer-smollm2-reader-qwen05",
         "scorer-smollm2-reader-qwen05-llm-rerank",
+        "select-similar-qwen05",
     ),
 ]
 
