@@ -7,14 +7,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 
 from rag_position import STRATEGIES, PositionProfile
 from rag_position.prompts import render_qa
 from rag_position.strategies import passage_likelihood, question_likelihood, select_and_place
 from rag_position.strategies._select_and_place import kept_count, posterior
-from rag_position.testing.scripted import OnePassageScorer
+from rag_position.testing.scripted import ClosenessEmbedder, OnePassageScorer
 
 QUESTION = "who wrote the opera carmen?"
 PASSAGES = [
@@ -104,48 +103,22 @@ def test_select_and_place_first_and_profile() -> None:
     assert placed.order == [0, 1, 3]
 
 
-class TableEmbedder:
-    """Unit vectors from a table (the question along the first axis); records each call."""
-
-    def __init__(self, closeness: list[float], rows: int | None = None) -> None:
-        self.closeness, self.rows = closeness, rows
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        vectors = [[1.0, 0.0]] + [[c, math.sqrt(1 - c * c)] for c in self.closeness]
-        return np.asarray(vectors[: self.rows or len(vectors)], dtype=np.float32)
-
-
 def test_select_and_place_similar_keeps_the_closest_too() -> None:
     """``similar=k``: the likelihood's choice united with the embedder's top k, ranked and
     placed by likelihood; nothing embedded without it."""
-    far = TableEmbedder([0.1, 0.2, 0.9, 0.3])  # the Seine passage (2) closest
+    far = ClosenessEmbedder([0.1, 0.2, 0.9, 0.3])  # the Seine passage (2) closest
     union = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=1, embedder=far)
-    assert far.calls == [[QUESTION, *PASSAGES]]
+    assert far.calls == [[QUESTION, *PASSAGES]] and union.details["dropped"] == [0]
     assert union.order == [2, 3, 1] and union.details["similar"] == [2]  # most likely last
-    assert union.details["dropped"] == [0] and union.cost.lm_calls == 4
     two = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=2, embedder=far, top_n=1)
     assert two.details["similar"] == [2, 3] and two.order == [2, 3, 1]
-    inside = TableEmbedder([0.1, 0.9, 0.2, 0.3])  # already kept: the same as without
+    inside = ClosenessEmbedder([0.1, 0.9, 0.2, 0.3])  # already kept: the same as without
     same = select_and_place(QUESTION, PASSAGES, sp_scorer(), similar=1, embedder=inside)
     assert same.order == [3, 1] and same.details["dropped"] == [0, 2]
-    unused = TableEmbedder([0.1, 0.2, 0.9, 0.3])
-    plain = STRATEGIES["select_and_place"](QUESTION, PASSAGES, scorer=sp_scorer(), embedder=unused)
-    assert plain.order == [3, 1] and plain.details["similar"] == [] and unused.calls == []
-    row = STRATEGIES["select_and_place"](
-        QUESTION, PASSAGES, scorer=sp_scorer(), similar=1, embedder=far
-    )
-    assert row.order == union.order
-    for bad, match in [
-        ({"similar": 1}, "needs an embedder"),
-        ({"similar": -1, "embedder": far}, "`similar` must be"),
-        ({"similar": True, "embedder": far}, "`similar` must be"),
-        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2], rows=3)}, r"shape \(3, 2\)"),
-        ({"similar": 1, "embedder": TableEmbedder([0.1, 0.2, math.nan, 0.3])}, "not finite"),
-    ]:
-        with pytest.raises(ValueError, match=match):
-            select_and_place(QUESTION, PASSAGES, sp_scorer(), **bad)
+    row = STRATEGIES["select_and_place"]  # passes an embedder given; embeds only if asked
+    assert row(QUESTION, PASSAGES, scorer=sp_scorer(), similar=1, embedder=far).order == [2, 3, 1]
+    plain = row(QUESTION, PASSAGES, scorer=sp_scorer(), embedder=inside)
+    assert plain.order == [3, 1] and plain.details["similar"] == [] and len(inside.calls) == 1
 
 
 def test_edges() -> None:

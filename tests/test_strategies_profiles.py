@@ -46,7 +46,7 @@ from rag_position.strategies._convex_score import (
     convex_scores,
     likelihood_table,
 )
-from rag_position.testing.scripted import HashScorer, OnePassageScorer
+from rag_position.testing.scripted import ClosenessEmbedder, HashScorer, OnePassageScorer
 from rag_position.testing.strategies import texts
 
 ALONE = {"alpha": -3.0, "bravo": -0.5, "charlie": -2.0, "delta": -1.0}
@@ -161,6 +161,16 @@ def gauge(scorer: HashScorer, **options: Any) -> object:
         (lambda s: select_and_place(CARMEN, PASSAGES, s, mass="most"), "`mass` must be"),
         (lambda s: select_and_place(CARMEN, PASSAGES, s, top_n=0), "`top_n` must be"),
         (lambda s: select_and_place(CARMEN, PASSAGES, s, top_n=True), "`top_n` must be"),
+        *(
+            (partial(select_and_place, CARMEN, PASSAGES, **o), message)
+            for o, message in (
+                ({"similar": 1}, "`similar` needs an embedder"),
+                ({"similar": -1, "embedder": ClosenessEmbedder([])}, "`similar` must be"),
+                ({"similar": True, "embedder": ClosenessEmbedder([])}, "`similar` must be"),
+                ({"similar": 1, "embedder": ClosenessEmbedder([0.1], rows=2)}, r"shape \(2, 2\)"),
+                ({"similar": 1, "embedder": ClosenessEmbedder([math.nan] * 4)}, "not finite"),
+            )
+        ),
     ],
 )
 def test_bad_input_is_refused_before_scoring(

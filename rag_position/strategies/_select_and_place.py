@@ -168,16 +168,16 @@ def select_and_place(
         return OrderingResult(
             passages=items, order=list(range(n)), scores=[], cost=Cost(), details=details
         )
+    close: list[int] = []
+    seconds = 0.0
+    if similar and embedder is not None:  # first: a bad embedder fails before any scoring
+        close, seconds = _closest(question, items, embedder, similar)
     span_scores, cost = score_alone(question, items, scorer, template)
+    cost = cost + Cost(seconds=seconds) if seconds else cost
     scores = [s.mean for s in span_scores]
     shares = posterior([s.sum for s in span_scores])
     ranked = sorted(range(n), key=lambda d: (-scores[d], d))
-    chosen = set(ranked[: kept_count(shares, ranked, mass, top_n)])
-    close: list[int] = []
-    if similar and embedder is not None:
-        close, seconds = _closest(question, items, embedder, similar)
-        chosen.update(close)
-        cost = cost + Cost(seconds=seconds)
+    chosen = set(ranked[: kept_count(shares, ranked, mass, top_n)]) | set(close)
     kept = [i for i in ranked if i in chosen]
     keep = len(kept)
     local = place(list(range(keep)), placement, "scores", prof) if keep > 1 else [0]

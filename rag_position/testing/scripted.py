@@ -1,4 +1,5 @@
-"""Scripted scorers for tests of the reorderers (core and both frameworks): for tests only.
+"""Scripted scorers (and an embedder) for tests of the reorderers (core and both
+frameworks): for tests only.
 
 The project's rule: fast unit tests may script a Scorer to pin an algorithm's logic;
 the same reorderers also run on the embedded model elsewhere.
@@ -71,7 +72,7 @@ def tolerating_nonfinite(scorer: HashScorer, call: Callable[[], T]) -> T | None:
     return result
 
 
-__all__ = ["HashScorer", "ScriptedScorer", "tolerating_nonfinite"]
+__all__ = ["ClosenessEmbedder", "HashScorer", "ScriptedScorer", "tolerating_nonfinite"]
 
 
 class OnePassageScorer:
@@ -105,3 +106,25 @@ class OnePassageScorer:
             total = self.totals[found[0]]
             out.append(SpanScore(total / self.n_tokens, total, self.n_tokens))
         return out
+
+
+class ClosenessEmbedder:
+    """An embedder of a question and its passages: unit rows in the plane, the question along
+    the first axis and passage ``i`` at cosine ``closeness[i]`` to it (``rows`` cuts the
+    array short, to test a caller's checks). ``calls`` records the texts of each call.
+
+    Example:
+        >>> ClosenessEmbedder([1.0, 0.0]).embed(["Who?", "Ann did.", "Bob."]).tolist()
+        [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]
+    """
+
+    def __init__(self, closeness: Sequence[float], rows: int | None = None) -> None:
+        self.closeness, self.rows = list(closeness), rows
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        self.calls.append(list(texts))
+        vectors = [[1.0, 0.0]] + [[c, math.sqrt(1 - c * c)] for c in self.closeness]
+        return np.asarray(vectors[: self.rows or len(vectors)], dtype=np.float32)
