@@ -113,7 +113,7 @@ def test_counterparts_have_the_same_options_and_defaults(
         if name in lc_options:
             assert lc_options[name] == default, name
     used = {n for n in defaults if n in lc_options}
-    expected = set(defaults) - {"retrieve", "stop", "permute", "scores"}
+    expected = set(defaults) - {"retrieve", "stop", "permute", "scores", "embedder"}
     assert used == expected, f"{strategy}: core options not exposed: {expected - used}"
 
 

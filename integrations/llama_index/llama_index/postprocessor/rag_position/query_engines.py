@@ -260,6 +260,12 @@ class MedoidVotingQueryEngine(_RagPositionQueryEngine, MedoidOptions, EmbedModel
 
     strategy_name: ClassVar[str] = "medoid_vote"
 
+    embed_model: Any = Field(
+        description=(
+            "Embeds the answers: a LlamaIndex BaseEmbedding, an embedder spec ('embedded'; "
+            "loaded on first use) or a rag-position Embedder."
+        ),
+    )
     _embedder: LazyModel[Embedder] = PrivateAttr()
 
     @classmethod
