@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from rag_position.cost import Cost, spent_by, spent_or_sent
 from rag_position.errors import BackendError
-from rag_position.models.protocols import Scorer, Span, SpanScore
+from rag_position.models.protocols import Embedder, Scorer, Span, SpanScore
 from rag_position.passages import Passage, as_passage, check_passage_texts, check_text
 
 T = TypeVar("T")
@@ -173,6 +173,31 @@ def given_scores(
         used.append(float(score))
     refuse_nan(used, "`scores[{}]`", hint=hint)
     return used
+
+
+def closest(embedder: Embedder, query: str, texts: Sequence[str]) -> list[int]:
+    """The indices of ``texts``, closest to ``query`` first by cosine similarity (ties to the
+    earlier text): one ``embed`` call of the query and the texts. An array of the wrong
+    shape, or a vector that is not finite, is a ``ValueError``.
+
+    Example:
+        >>> from rag_position.testing.scripted import ClosenessEmbedder
+        >>> closest(ClosenessEmbedder([0.2, 0.9, 0.5]), "Who?", ["a", "b", "c"])
+        [1, 2, 0]
+    """
+    import numpy as np
+
+    vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts) + 1:
+        raise ValueError(
+            f"the embedder returned an array of shape {vectors.shape} for {len(texts) + 1} texts"
+        )
+    if not np.isfinite(vectors).all():
+        raise ValueError("the embedder returned a vector that is not finite (NaN or inf)")
+    norms = np.linalg.norm(vectors, axis=1)
+    unit = vectors / np.where(norms == 0, 1.0, norms)[:, None]
+    sims = unit[1:] @ unit[0]
+    return sorted(range(len(texts)), key=lambda i: (-float(sims[i]), i))
 
 
 def check_count(value: int | None, name: str) -> None:

@@ -14,8 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-import numpy as np
-
 from rag_position.models.protocols import Embedder, Generator, Span
 from rag_position.passages import Passage, check_text
 from rag_position.prompts import (
@@ -37,7 +35,7 @@ from rag_position.strategies._align import (
     sentence_spans,
     similarity,
 )
-from rag_position.strategies._base import AnswerResult, check_count, check_question
+from rag_position.strategies._base import AnswerResult, check_count, check_question, closest
 from rag_position.strategies._options import CORE_ONLY, As, opt
 
 Retrieve = Callable[[str, str], Sequence[str]]
@@ -236,10 +234,7 @@ def embedding_retrieve(
         sentences = [context[a:b] for a, b in sentence_spans(context)]
         if not sentences:
             return []
-        vectors = np.asarray(embedder.embed([question, *sentences]), dtype=np.float64)
-        sims = vectors[1:] @ vectors[0]
-        order = sorted(range(len(sentences)), key=lambda i: (-sims[i], i))
-        return [sentences[i] for i in order[:top_k]]
+        return [sentences[i] for i in closest(embedder, question, sentences)[:top_k]]
 
     return retrieve
 

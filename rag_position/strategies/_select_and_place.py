@@ -33,8 +33,6 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-import numpy as np
-
 from rag_position.cost import Cost
 from rag_position.models.protocols import Embedder, Scorer
 from rag_position.passages import embedding_text
@@ -42,6 +40,7 @@ from rag_position.strategies._base import (
     OrderingResult,
     check_passages,
     check_question,
+    closest,
     reordered,
     to_passages,
 )
@@ -171,7 +170,10 @@ def select_and_place(
     close: list[int] = []
     seconds = 0.0
     if similar and embedder is not None:  # first: a bad embedder fails before any scoring
-        close, seconds = _closest(question, items, embedder, similar)
+        start = time.perf_counter()
+        texts = [embedding_text(p) for p in to_passages(items)]
+        close = closest(embedder, question, texts)[:similar]
+        seconds = time.perf_counter() - start
     span_scores, cost = score_alone(question, items, scorer, template)
     cost = cost + Cost(seconds=seconds) if seconds else cost
     scores = [s.mean for s in span_scores]
@@ -195,29 +197,6 @@ def select_and_place(
             "similar": close,
         },
     )
-
-
-def _closest(
-    question: str, items: Sequence[Any], embedder: Embedder, k: int
-) -> tuple[list[int], float]:
-    """The ``k`` passages closest to ``question`` by cosine similarity (closest first, ties to
-    the earlier passage), and the seconds the embedding took."""
-    start = time.perf_counter()
-    texts = [question, *(embedding_text(p) for p in to_passages(items))]
-    vectors = np.asarray(embedder.embed(texts), dtype=np.float64)
-    seconds = time.perf_counter() - start
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-        raise ValueError(
-            f"the embedder returned an array of shape {vectors.shape} for {len(texts)} texts"
-        )
-    if not np.isfinite(vectors).all():
-        raise ValueError("the embedder returned a vector that is not finite (NaN or inf)")
-    norms = np.linalg.norm(vectors, axis=1)
-    norms[norms == 0] = 1.0
-    unit = vectors / norms[:, None]
-    sims = unit[1:] @ unit[0]
-    ranked = sorted(range(len(items)), key=lambda i: (-float(sims[i]), i))
-    return ranked[:k], seconds
 
 
 __all__ = ["DEFAULT_MASS", "select_and_place"]
