@@ -7,7 +7,7 @@ LangChain pipeline (issue 41, target 4).
 The README's pipeline: a ``PositionAwareRetriever`` with ``strategy="select_and_place"``
 and a small local scorer (``ChatRagPosition`` around the embedded model, loaded with
 the scoring prefix cache) in front of a reader served by ``rag-position serve`` (vLLM,
-the embedded model, prefix caching on, as ``serve`` starts it), the prompt built by
+the embedded model or ``--reader``'s, prefix caching on, as ``serve`` starts it), the prompt built by
 ``QuerySandwich``; the reader is LangChain's ``ChatOpenAI`` (``max_tokens=16``,
 streaming). The queries are ``benchmarks/reuse.py``'s Zipf stream over the dev pool
 (ten passages a query, ``--zipf 1.0``); the base retriever returns each query's ten
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     sandwich = QuerySandwich()
     rows: list[dict[str, Any]] = []
-    with VLLMServer("embedded", port=0, dtype=args.reader_dtype) as server:
+    with VLLMServer(args.reader, port=0, dtype=args.reader_dtype) as server:
         reader = ChatOpenAI(
             base_url=server.base_url,
             model=server.served_model_name,
@@ -172,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--warmup", type=int, default=80, help="the cold queries")
     parser.add_argument("--cache-mb", type=float, default=2048, help="the scorer's cache, MiB")
     parser.add_argument("--dtype", default="bfloat16", help="the scorer's dtype")
+    parser.add_argument(
+        "--reader",
+        default="embedded",
+        help="the model `rag-position serve` serves as the reader (embedded:qwen2.5-coder-0.5b: "
+        "a reader larger than the scorer)",
+    )
     parser.add_argument("--reader-dtype", default="auto", help="vLLM's --dtype for the reader")
     parser.add_argument("--zipf", type=float, default=1.0, help="popularity exponent s")
     parser.add_argument(
@@ -200,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seed": args.seed,
         "cache_mb": args.cache_mb,
         "scorer_dtype": args.dtype,
+        "reader": args.reader,
         "reader_dtype": args.reader_dtype,
         **body,
     }

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 import rag_position
 import rag_position.models
 from rag_position import DataFormatError, PositionProfile, TunedChoice
-from rag_position.testing.scripted import HashScorer
+from rag_position.testing.scripted import ClosenessEmbedder, HashScorer
 from rag_position.testing.tuned import example_file
 
 pytestmark = pytest.mark.parametrize("fw", FRAMEWORKS)
@@ -73,6 +73,23 @@ def test_tuned_equals_the_strategy_configured_by_hand(
     assert isinstance(aware.tuned, TunedChoice) and aware.tuned.strategy == strategy
     component = fw.from_tuned(path, scorer)  # the same component without the retriever
     assert fw.outcome(fw.compress(component, fw.items(5))) == want
+
+
+def test_a_file_keeping_similar_passages_embeds_as_tune_did(fw: Framework, tmp_path: Path) -> None:
+    """``similar`` needs an embedder: the caller's, else the packaged one tune measured with."""
+    path = tuned(tmp_path, "select_and_place", {"similar": 1})
+    field = "embeddings" if "embeddings" in fw.components["select_and_place"].model_fields else (
+        "embed_model"
+    )
+    default = fw.from_tuned(path, NamedScorer())
+    assert getattr(default, field) == "embedded"  # resolved lazily: nothing loaded here
+    close = ClosenessEmbedder([0.1, 0.2, 0.9, 0.3, 0.4])
+    given = fw.from_tuned(path, NamedScorer(), **{field: close})
+    hand = fw.components["select_and_place"](scorer=NamedScorer(), similar=1, **{field: close})
+    want = fw.outcome(fw.compress(hand, fw.items(5)))
+    assert fw.outcome(fw.compress(given, fw.items(5))) == want
+    aware = fw.retriever(fw.items(5), tuned=path, scorer=NamedScorer(), **{field: close})
+    assert fw.outcome(fw.retrieve(aware)) == want
 
 
 def test_retriever_keeps_the_given_order(fw: Framework, tmp_path: Path) -> None:

@@ -30,6 +30,11 @@ from rag_position.tuned import (
 GIVEN_ORDER = "GivenOrder"
 """The class name of the component for the ``retriever`` row (the given order, recorded)."""
 
+EMBEDDER_FIELDS = ("embeddings", "embed_model")
+"""The components' embedder fields (LangChain's, LlamaIndex's): a file whose options use
+an embedder (``similar``) gets the packaged one, ``"embedded"``, as ``tune`` measured
+with, where the caller gives none."""
+
 _PROFILE_OWN = frozenset({"relevance", "profile"})
 """The ``profile`` row's own options; the rest are ConvexScore's (``convex_options``)."""
 
@@ -155,11 +160,20 @@ def build_tuned(
     """Both frameworks' ``from_tuned``: the component the tuned file's row names
     (:mod:`.components`, or ``GivenOrder`` for the retriever), looked up in
     ``components`` (the framework module's namespace, where every row's component is
-    defined), built with the file's options and the caller's (:func:`tuned_component`).
+    defined), built with the file's options and the caller's (:func:`tuned_component`);
+    an embedder the file's options need and the caller left out is the packaged one
+    (:data:`EMBEDDER_FIELDS`).
     A scorer other than the file's is checked against the file's model name once loaded.
     """
     plan = tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
-    made = components[plan.component](**plan.options)
+    cls = components[plan.component]
+    kwargs = dict(plan.options)
+    if kwargs.get("similar"):  # tune measured with the packaged embedder (the registry's)
+        declared = getattr(cls, "model_fields", {})
+        for name in EMBEDDER_FIELDS:
+            if name in declared and kwargs.get(name) is None:
+                kwargs[name] = "embedded"
+    made = cls(**kwargs)
     holder = getattr(made, "scorer_holder", None)
     if plan.watch and isinstance(holder, LazyModel):
         holder.add_check(plan.check_model)
