@@ -78,17 +78,13 @@ def test_tuned_equals_the_strategy_configured_by_hand(
 def test_a_file_keeping_similar_passages_embeds_as_tune_did(fw: Framework, tmp_path: Path) -> None:
     """``similar`` needs an embedder: the caller's, else the packaged one tune measured with."""
     path = tuned(tmp_path, "select_and_place", {"similar": 1})
-    field = "embeddings" if "embeddings" in fw.components["select_and_place"].model_fields else (
-        "embed_model"
-    )
-    default = fw.from_tuned(path, NamedScorer())
-    assert getattr(default, field) == "embedded"  # resolved lazily: nothing loaded here
-    close = ClosenessEmbedder([0.1, 0.2, 0.9, 0.3, 0.4])
-    given = fw.from_tuned(path, NamedScorer(), **{field: close})
-    hand = fw.components["select_and_place"](scorer=NamedScorer(), similar=1, **{field: close})
-    want = fw.outcome(fw.compress(hand, fw.items(5)))
-    assert fw.outcome(fw.compress(given, fw.items(5))) == want
-    aware = fw.retriever(fw.items(5), tuned=path, scorer=NamedScorer(), **{field: close})
+    component = fw.components["select_and_place"]
+    field = "embeddings" if "embeddings" in component.model_fields else "embed_model"
+    assert getattr(fw.from_tuned(path, NamedScorer()), field) == "embedded"  # loaded on first use
+    given = {field: ClosenessEmbedder([0.1, 0.2, 0.9, 0.3, 0.4])}
+    want = fw.outcome(fw.compress(component(scorer=NamedScorer(), similar=1, **given), fw.items(5)))
+    assert fw.outcome(fw.compress(fw.from_tuned(path, NamedScorer(), **given), fw.items(5))) == want
+    aware = fw.retriever(fw.items(5), tuned=path, scorer=NamedScorer(), **given)
     assert fw.outcome(fw.retrieve(aware)) == want
 
 

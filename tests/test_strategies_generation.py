@@ -363,8 +363,7 @@ def _recite_paris(prompt: str) -> str:
 
 def test_bad_input() -> None:
     gen = Scripted(["x"])
-    for call in (
-        lambda: fact(QUESTION, [], gen),
+    for call in (  # fact(QUESTION, [], gen): below, with its message
         lambda: fact(QUESTION, "   ", gen),
         lambda: fact(QUESTION, [Passage("  ")], gen),
         lambda: fact(QUESTION, DOCS, gen, max_iterations=0),
