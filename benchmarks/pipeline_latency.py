@@ -7,8 +7,8 @@ LangChain pipeline (issue 41, target 4).
 The README's pipeline: a ``PositionAwareRetriever`` with ``strategy="select_and_place"``
 and a small local scorer (``ChatRagPosition`` around the embedded model, loaded with
 the scoring prefix cache) in front of a reader served by ``rag-position serve`` (vLLM,
-the embedded model or ``--reader``'s, prefix caching on, as ``serve`` starts it), the prompt built by
-``QuerySandwich``; the reader is LangChain's ``ChatOpenAI`` (``max_tokens=16``,
+the embedded model or ``--reader``'s, prefix caching on, as ``serve`` starts it), the
+prompt built by ``QuerySandwich``; the reader is LangChain's ``ChatOpenAI`` (``max_tokens=16``,
 streaming). The queries are ``benchmarks/reuse.py``'s Zipf stream over the dev pool
 (ten passages a query, ``--zipf 1.0``); the base retriever returns each query's ten
 passages as documents (its own time is measured and is near zero).
