@@ -86,6 +86,8 @@ def test_a_file_keeping_similar_passages_embeds_as_tune_did(fw: Framework, tmp_p
     assert fw.outcome(fw.compress(fw.from_tuned(path, NamedScorer(), **given), fw.items(5))) == want
     aware = fw.retriever(fw.items(5), tuned=path, scorer=NamedScorer(), **given)
     assert fw.outcome(fw.retrieve(aware)) == want
+    with pytest.raises((ValueError, TypeError), match=f"`similar` needs `{field}`"):  # as by hand
+        fw.from_tuned(tuned(tmp_path, "select_and_place"), NamedScorer(), similar=1)
 
 
 def test_retriever_keeps_the_given_order(fw: Framework, tmp_path: Path) -> None:

@@ -161,14 +161,15 @@ def build_tuned(
     (:mod:`.components`, or ``GivenOrder`` for the retriever), looked up in
     ``components`` (the framework module's namespace, where every row's component is
     defined), built with the file's options and the caller's (:func:`tuned_component`);
-    an embedder the file's options need and the caller left out is the packaged one
-    (:data:`EMBEDDER_FIELDS`).
+    an embedder the file's own options need and the caller left out is the packaged one
+    (:data:`EMBEDDER_FIELDS`); ``similar`` the caller adds needs the caller's embedder, as
+    when the component is built by hand.
     A scorer other than the file's is checked against the file's model name once loaded.
     """
     plan = tuned_component(tuned, scorer=scorer, options=options, trust_spec=trust_spec)
     cls = components[plan.component]
     kwargs = dict(plan.options)
-    if kwargs.get("similar"):  # tune measured with the packaged embedder (the registry's)
+    if plan.choice.options.get("similar"):  # tune measured with the packaged embedder
         declared = getattr(cls, "model_fields", {})
         for name in EMBEDDER_FIELDS:
             if name in declared and kwargs.get(name) is None:
