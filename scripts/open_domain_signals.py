@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from math import comb
 from pathlib import Path
 from typing import Any
 
@@ -66,32 +65,25 @@ def score(first: int, last: int, k: int, out: Path) -> None:
     out.write_text(json.dumps({"k": k, "questions": [first, last], "rows": rows}) + "\n")
 
 
-def sign_test(wins: int, losses: int) -> float:
-    """Two-sided sign test p-value.
-
-    Example:
-        >>> round(sign_test(7, 0), 3)
-        0.016
-    """
-    n, low = wins + losses, min(wins, losses)
-    return 1.0 if n == 0 else min(1.0, 2 * sum(comb(n, i) for i in range(low + 1)) / 2**n)
-
-
 def fused(row: dict[str, Any], weight: float) -> np.ndarray:
     """Each chunk's fused score: its log-likelihood plus ``weight`` times its cosine."""
     return np.asarray(row["log_likelihood"]) + weight * np.asarray(row["cosine"])
 
 
 def mass_kept(scores: np.ndarray, mass: float = 0.9) -> list[int]:
-    """The fewest top chunks holding ``mass`` of the softmax of ``scores`` (as selection)."""
-    shares = np.exp(scores - scores.max())
-    shares /= shares.sum()
-    order = np.argsort(-shares, kind="stable")
-    return [int(i) for i in order[: int(np.searchsorted(np.cumsum(shares[order]), mass)) + 1]]
+    """What ``select_and_place``'s rule keeps of chunks scored ``scores``: the fewest top
+    chunks holding ``mass`` of their softmax (its own ``posterior`` and ``kept_count``)."""
+    from rag_position.strategies._select_and_place import kept_count, posterior
+
+    ranked = sorted(range(len(scores)), key=lambda i: (-float(scores[i]), i))
+    shares = posterior([float(x) for x in scores])
+    return ranked[: kept_count(shares, ranked, mass, None)]
 
 
 def report(path: Path) -> list[dict[str, Any]]:
     """The table ``report`` prints, one dict per weight."""
+    from rag_position.eval.engine.stats import sign_test
+
     rows = json.loads(path.read_text())["rows"]
     closest = [bool(r["holds_answer"][int(np.argmax(r["cosine"]))]) for r in rows]
     table = []
