@@ -290,7 +290,10 @@ class VLLMServer:
             an NVIDIA GPU, ``--max-num-batched-tokens`` is set for a model with a large
             vocabulary (:func:`cpu_batch_tokens`) unless given here.
             ``--enable-prefix-caching`` is passed unless ``--no-enable-prefix-caching``
-            is given here (forced scoring reads the prefix cache; echo scoring cannot).
+            is given here (forced scoring reads the prefix cache; echo scoring cannot),
+            and with ``force_tokens``, ``--enable-prompt-tokens-details`` unless
+            ``--no-enable-prompt-tokens-details`` is (without it the backend does not
+            read the cache for prompt log-probabilities).
         vllm_python: the interpreter that has vLLM (see :func:`find_vllm_python`).
         startup_timeout: seconds to wait for the server to answer ``/health``.
         log: a file to write the server's output to; None keeps its last lines in
@@ -298,8 +301,9 @@ class VLLMServer:
         force_tokens: load rag-position's forcing logits processor
             (``rag_position/vllm_plugin``), with which the ``openai:`` backend scores a
             span without the whole prompt's log-probabilities (see
-            :mod:`rag_position.models.openai_backend`). It touches only requests that ask
-            for it.
+            :mod:`rag_position.models.openai_backend`), and its plugin that lets a
+            request for prompt log-probabilities read the prefix cache. Both touch
+            only requests that ask for them.
         allow_open: serve without ``api_key`` on an address other than loopback (anyone
             who reaches it may use the model); refused unless set.
     """
@@ -408,6 +412,11 @@ class VLLMServer:
             # forced scoring reads it (a prefix seen before costs only the span); vLLM's
             # default, stated so a changed default cannot turn it off (docs/models.md)
             command.append("--enable-prefix-caching")
+        details = {"--enable-prompt-tokens-details", "--no-enable-prompt-tokens-details"}
+        if self.force_tokens and not given & details:
+            # each reply's cached tokens: the client reads the cache for prompt
+            # log-probabilities only where it can tell which positions the read skipped
+            command.append("--enable-prompt-tokens-details")
         if not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
             step = None if _has_nvidia_gpu() else cpu_batch_tokens(vocab_size(folder))
             if step is not None:  # the echo scoring's logits must fit a CPU's memory

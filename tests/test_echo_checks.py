@@ -19,6 +19,7 @@ from rag_position.models._openai_replies import (
     LOGPROB_SLACK,
     parse_echo,
     parse_forced,
+    parse_prompt_logprobs,
     span_score,
 )
 
@@ -132,3 +133,44 @@ def test_what_real_servers_send_still_parses() -> None:
     # max_tokens=1 (a server refusing 0): one generated token after the prompt
     more = reply([*TOKENS, " It"], [*VALUES, -0.7], text=PROMPT + " It", usage=(7, 1))
     assert len(parse_echo(more, PROMPT, URL).tokens) == 8
+
+
+def prompt_logprobs(cached: int | None, entries: list[Any] | None = None) -> dict[str, Any]:
+    """vLLM's ``prompt_logprobs`` reply for the ids 5 to 9, the first ``cached`` read from
+    its cache: their entries and the next one's are zeros (token 0, 0.0)."""
+    if entries is None:
+        read = cached or 0
+        entries = [None] + [
+            {"0": {"logprob": 0.0}} if i <= read else {str(5 + i): {"logprob": -1 / (5 + i)}}
+            for i in range(1, 5)
+        ]
+    usage: dict[str, Any] = {"prompt_tokens": 5, "completion_tokens": 1}
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return {"choices": [{"text": "x", "prompt_logprobs": entries}], "usage": usage}
+
+
+@pytest.mark.parametrize(
+    ("reply_", "span", "result"),
+    [
+        (prompt_logprobs(2), (3, 5), [-1 / 8, -1 / 9]),  # tokens after the cached 2 and one
+        (prompt_logprobs(0), (1, 5), [-1 / 6, -1 / 7, -1 / 8, -1 / 9]),
+        (prompt_logprobs(3), (3, 5), None),  # token 3 follows the cache: it has no value
+        (prompt_logprobs(None), (3, 5), None),  # the cached count unknown: nothing trusted
+        (prompt_logprobs(0, [None] * 4), (3, 5), "not 5 entries"),
+        (prompt_logprobs(0, [None, {"6": {"logprob": -1.0}}, {}, {}, {}]), (3, 5), "token 8"),
+    ],
+)
+def test_prompt_logprobs_are_read_after_the_cached_prefix(
+    reply_: dict[str, Any], span: tuple[int, int], result: Any
+) -> None:
+    if isinstance(result, str):
+        with pytest.raises(Malformed, match=result):
+            parse_prompt_logprobs(reply_, [5, 6, 7, 8, 9], *span)
+        return
+    got = parse_prompt_logprobs(reply_, [5, 6, 7, 8, 9], *span)
+    assert (got if got is None else got[0]) == result
+    assert (
+        got is None
+        or got[1].cached_tokens == reply_["usage"]["prompt_tokens_details"]["cached_tokens"]
+    )

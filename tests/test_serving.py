@@ -49,12 +49,14 @@ def test_the_command_passes_the_options_through() -> None:
     joined = " ".join(command)
     for part in ("--served-model-name smollm2-135m-instruct", "--host 127.0.0.1", "--port 8123",
                  "--dtype bfloat16", "--tensor-parallel-size 2", "--max-model-len 2048",
-                 f"--logits-processors {FORCE_PROCESSOR}", "--enable-prefix-caching"):  # fmt: skip
+                 f"--logits-processors {FORCE_PROCESSOR}", "--enable-prefix-caching",
+                 "--enable-prompt-tokens-details"):  # fmt: skip
         assert part in joined
     assert command[-1] == "--enforce-eager"
-    off = VLLMServer("embedded", port=8123, vllm_python=PY,
-                     extra_args=["--no-enable-prefix-caching"]).command()  # fmt: skip
-    assert "--enable-prefix-caching" not in off and off[-1] == "--no-enable-prefix-caching"
+    for flag in ("prefix-caching", "prompt-tokens-details"):  # a user's --no- wins
+        off = VLLMServer("embedded", port=8123, vllm_python=PY,
+                         extra_args=[f"--no-enable-{flag}"]).command()  # fmt: skip
+        assert f"--enable-{flag}" not in off and off[-1] == f"--no-enable-{flag}"
     assert server.spec == "openai:http://127.0.0.1:8123/v1/smollm2-135m-instruct"
     env = server.environment()
     assert env["PYTHONPATH"] == str(serving.PLUGIN_DIR) and env["HF_HUB_OFFLINE"] == "1"

@@ -58,6 +58,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     known: bool = True  # False: the reply carried no usage
+    cached_tokens: int | None = None  # prompt tokens read from the server's prefix cache
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,10 @@ def parse_usage(data: dict[str, Any]) -> Usage:
     completion = 0 if completion is None else completion
     if not (is_int(prompt) and is_int(completion) and prompt >= 0 and completion >= 0):
         raise Malformed(f"'usage' holds no token counts: {_short(usage)}")
-    return Usage(prompt, completion)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    cached = cached if is_int(cached) and 0 <= cached <= prompt else None
+    return Usage(prompt, completion, cached_tokens=cached)
 
 
 def _finish_reason(choice: dict[str, Any]) -> str | None:
@@ -211,6 +215,30 @@ def parse_forced(data: Any, target: list[int]) -> tuple[list[float], Usage] | No
     if tokens != [f"token_id:{t}" for t in target]:
         return None
     return _finite(values, 0), parse_usage(data)
+
+
+def parse_prompt_logprobs(
+    data: Any, ids: list[int], a: int, b: int
+) -> tuple[list[float], Usage] | None:
+    """Tokens ``a:b`` of prompt ``ids``: their log-probabilities from ``prompt_logprobs``.
+
+    None where the reply does not count its cached tokens, or its cached prefix reaches
+    the span: vLLM computes no log-probability for a token it read from its cache, nor
+    for the first one after, so tokens up to index ``cached_tokens`` have none."""
+    usage = parse_usage(_object(data))
+    entries = _first_choice(data).get("prompt_logprobs")
+    if not isinstance(entries, list) or len(entries) != len(ids):
+        raise Malformed(f"'prompt_logprobs' is {_short(entries)}, not {len(ids)} entries")
+    if usage.cached_tokens is None or usage.cached_tokens >= a:
+        return None
+    values = []
+    for i in range(a, b):
+        entry = entries[i]
+        own = entry.get(str(ids[i])) if isinstance(entry, dict) else None
+        if not isinstance(own, dict):
+            raise Malformed(f"prompt_logprobs[{i}] holds no log-probability for token {ids[i]}")
+        values.append(own.get("logprob"))
+    return _finite(values, 0), usage
 
 
 def parse_echo(data: Any, prompt: str, url: str, max_tokens: int | None = None) -> Echo:
@@ -538,6 +566,7 @@ __all__ = [
     "parse_echo",
     "parse_forced",
     "parse_models",
+    "parse_prompt_logprobs",
     "parse_tokenize",
     "span_score",
     "span_tokens",

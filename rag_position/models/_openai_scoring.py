@@ -23,6 +23,7 @@ from rag_position.models._openai_replies import (
     Usage,
     parse_echo,
     parse_forced,
+    parse_prompt_logprobs,
     parse_tokenize,
     span_score,
     span_tokens,
@@ -36,6 +37,7 @@ __all__ = ["FORCE_KEY", "SCORING_MODES", "SpanScoring", "Window"]
 
 SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
+READ_KEY = "rag_position_read_prefix"  # the vllm_xargs key of rag_position_vllm.register
 
 Window = Callable[[], int | None]
 """The server's context window when asked (``None``: not reported)."""
@@ -55,6 +57,9 @@ class SpanScoring:
         # whether forced scoring works here: None until tried, then True or False
         self._forcing: bool | None = {"auto": None, "forced": True, "echo": False}[scoring]
         self._probe = threading.Lock()
+        # whether the forcing server reports its cached tokens (then a span's prompt
+        # log-probabilities are asked for with its prefix cache read): None until seen
+        self._reads: bool | None = None
 
     @property
     def name(self) -> str:
@@ -111,6 +116,10 @@ class SpanScoring:
         if limit is not None and len(ids) > limit:
             raise ContextLengthError(len(ids), limit, f"prompt {index}")
         a, b = span_tokens(starts, ends, span, index)
+        if self._reads:
+            read = self._read_prefix(ids, a, b, index)
+            if read is not None:
+                return read
         target = ids[a:b]
         body = {
             "model": self.name,
@@ -143,10 +152,38 @@ class SpanScoring:
             self._no_forcing("the generated tokens were not the forced ones")
             return None
         values, usage = reply
-        total = math.fsum(values)  # bounded (parse_forced): finite
+        if self._reads is None:
+            self._reads = usage.cached_tokens is not None
         # metered as what it is, scoring: the forced tokens count as prompt tokens read
-        read = usage.prompt_tokens + usage.completion_tokens
-        return SpanScore(total / len(values), total, len(values)), Usage(read, 0)
+        return _score(values), Usage(usage.prompt_tokens + usage.completion_tokens, 0)
+
+    def _read_prefix(
+        self, ids: list[int], a: int, b: int, index: int
+    ) -> tuple[SpanScore, Usage] | None:
+        """The span's prompt log-probabilities, the server's prefix cache read (the
+        backend's module doc); None where its cached prefix reached the span."""
+        sent = ids[:b]  # nothing after the span
+        body = {
+            "model": self.name,
+            "prompt": sent,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+            "vllm_xargs": {READ_KEY: 1},
+        }
+        reply = call(
+            self._http,
+            self.base_url,
+            "POST",
+            "/completions",
+            body,
+            lambda data: parse_prompt_logprobs(data, sent, a, b),
+            what=f"prompt {index}",
+        )
+        if reply is None:
+            return None
+        values, usage = reply
+        return _score(values), Usage(usage.prompt_tokens, 0)
 
     def _no_forcing(self, why: str) -> None:
         if self.scoring == "forced":
@@ -232,3 +269,8 @@ class SpanScoring:
                 if n > 0:
                     raise status_error(exc, self.name) from exc
                 self._echo_tokens = 1  # the server refuses max_tokens=0: ask for 1, ignore it
+
+
+def _score(values: list[float]) -> SpanScore:
+    total = math.fsum(values)  # bounded (the parsers): finite
+    return SpanScore(total / len(values), total, len(values))

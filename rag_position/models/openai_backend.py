@@ -54,7 +54,12 @@ Two ways to score (``scoring=``):
   log-probability from the raw logits. The same numbers (the same tokens, the same
   rule), with the head run only at the span and the prefix cache in use; the tokens
   after the span are not sent. Every reply is checked: the generated token ids must be
-  the span's, else the request falls back to echo.
+  the span's, else the request falls back to echo. Against ``rag-position serve``
+  (its vLLM plugin lets a request with ``prompt_logprobs`` read the prefix cache, and
+  it reports each reply's cached tokens), once a reply has counted them, each prompt
+  is first sent whole for its ``prompt_logprobs`` with the cache read; the span's
+  values are taken where the cached prefix ends before the span (the cached tokens
+  and the first after them have none), else the forced generation runs.
 - ``"auto"`` (default): forced while the server forces, else echo from then on.
 
 Beside this module: the scoring requests (:mod:`._openai_scoring`), one request and a

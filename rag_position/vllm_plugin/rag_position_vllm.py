@@ -1,4 +1,5 @@
-"""A vLLM logits processor that forces a request's output to given token ids.
+"""A vLLM logits processor that forces a request's output to given token ids, and a
+plugin that lets a request for prompt log-probabilities read the prefix cache (:func:`register`).
 
 Loaded into the vLLM server that ``rag-position serve`` starts (``--logits-processors
 rag_position_vllm:ForceTokens``; this folder is the server's ``PYTHONPATH``). It imports
@@ -79,3 +80,47 @@ class ForceTokens(AdapterLogitsProcessor):  # type: ignore[misc]
             return logits
 
         return force
+
+
+# ---------------------------------------------------------------- prefix-cache reads
+READ_KEY = "rag_position_read_prefix"
+
+
+def register() -> None:
+    """vLLM's general plugin (``rag_position_vllm-0.dist-info/entry_points.txt``, found on
+    this folder's ``PYTHONPATH`` in each server process): a request with
+    ``vllm_xargs={"rag_position_read_prefix": 1}`` reads the prefix cache though it asks
+    for ``prompt_logprobs``.
+
+    vLLM marks every such request ``skip_reading_prefix_cache`` (``vllm/sampling_params.py``)
+    because the positions it reads from the cache get no prompt log-probability; the
+    client takes only the span's, after the cached prefix, and ``serve`` reports each
+    reply's cached tokens (``--enable-prompt-tokens-details``) so the client knows where
+    that prefix ends. The positions left without a value are zeros here, not vLLM's
+    uninitialised memory (an arbitrary token id there would reach its detokenizer).
+    Other requests are untouched; calling it twice patches once.
+    """
+    from vllm.v1.outputs import LogprobsTensors
+    from vllm.v1.request import Request
+
+    if getattr(Request.get_skip_reading_prefix_cache, "rag_position", False):
+        return
+    skips = Request.get_skip_reading_prefix_cache
+
+    def get_skip_reading_prefix_cache(self: Any) -> bool:
+        params = self.sampling_params
+        if params is not None and (params.extra_args or {}).get(READ_KEY):
+            return False
+        return bool(skips(self))
+
+    empty = LogprobsTensors.empty_cpu
+
+    def zeroed_cpu(num_positions: int, num_tokens_per_position: int) -> Any:
+        tensors = empty(num_positions, num_tokens_per_position)
+        for tensor in (tensors.logprob_token_ids, tensors.logprobs, tensors.selected_token_ranks):
+            tensor.zero_()
+        return tensors
+
+    get_skip_reading_prefix_cache.rag_position = True  # type: ignore[attr-defined]
+    Request.get_skip_reading_prefix_cache = get_skip_reading_prefix_cache
+    LogprobsTensors.empty_cpu = staticmethod(zeroed_cpu)
