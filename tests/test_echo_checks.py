@@ -135,42 +135,34 @@ def test_what_real_servers_send_still_parses() -> None:
     assert len(parse_echo(more, PROMPT, URL).tokens) == 8
 
 
-def prompt_logprobs(cached: int | None, entries: list[Any] | None = None) -> dict[str, Any]:
-    """vLLM's ``prompt_logprobs`` reply for the ids 5 to 9, the first ``cached`` read from
-    its cache: their entries and the next one's are zeros (token 0, 0.0)."""
+def prompt_logprobs(read: int, entries: list[Any] | None = None, index: int = 0) -> dict[str, Any]:
+    """vLLM's ``prompt_logprobs`` choice for the ids 5 to 9, the first ``read`` from its
+    cache: their entries and the next one's zeros (token 0, 0.0), as serve's plugin leaves them."""
     if entries is None:
-        read = cached or 0
         entries = [None] + [
             {"0": {"logprob": 0.0}} if i <= read else {str(5 + i): {"logprob": -1 / (5 + i)}}
             for i in range(1, 5)
         ]
-    usage: dict[str, Any] = {"prompt_tokens": 5, "completion_tokens": 1}
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    return {"choices": [{"text": "x", "prompt_logprobs": entries}], "usage": usage}
+    return {"index": index, "text": "x", "prompt_logprobs": entries}
 
 
-@pytest.mark.parametrize(
-    ("reply_", "span", "result"),
-    [
-        (prompt_logprobs(2), (3, 5), [-1 / 8, -1 / 9]),  # tokens after the cached 2 and one
-        (prompt_logprobs(0), (1, 5), [-1 / 6, -1 / 7, -1 / 8, -1 / 9]),
-        (prompt_logprobs(3), (3, 5), None),  # token 3 follows the cache: it has no value
-        (prompt_logprobs(None), (3, 5), None),  # the cached count unknown: nothing trusted
-        (prompt_logprobs(0, [None] * 4), (3, 5), "not 5 entries"),
-        (prompt_logprobs(0, [None, {"6": {"logprob": -1.0}}, {}, {}, {}]), (3, 5), "token 8"),
-    ],
-)
-def test_prompt_logprobs_are_read_after_the_cached_prefix(
-    reply_: dict[str, Any], span: tuple[int, int], result: Any
-) -> None:
-    if isinstance(result, str):
-        with pytest.raises(Malformed, match=result):
-            parse_prompt_logprobs(reply_, [5, 6, 7, 8, 9], *span)
-        return
-    got = parse_prompt_logprobs(reply_, [5, 6, 7, 8, 9], *span)
-    assert (got if got is None else got[0]) == result
-    assert (
-        got is None
-        or got[1].cached_tokens == reply_["usage"]["prompt_tokens_details"]["cached_tokens"]
-    )
+def test_prompt_logprobs_are_read_after_the_cached_prefix() -> None:
+    ids = [5, 6, 7, 8, 9]
+    choices = [prompt_logprobs(3, index=1), prompt_logprobs(2), prompt_logprobs(0, index=2)]
+    body = {"choices": choices, "usage": {"prompt_tokens": 15, "completion_tokens": 3}}
+    # prompt 0: tokens after the 2 read and the one after; prompt 1: token 3 follows the
+    # read, so it has no value; prompt 2: nothing read
+    values, usage = parse_prompt_logprobs(body, [ids] * 3, [(3, 5), (3, 5), (1, 5)])
+    assert values == [[-1 / 8, -1 / 9], None, [-1 / 6, -1 / 7, -1 / 8, -1 / 9]]
+    assert usage.prompt_tokens == 15
+    # a token whose id is 0 is never taken: a zero entry would look the same
+    assert parse_prompt_logprobs({"choices": [prompt_logprobs(0)]}, [[5, 6, 0, 8, 9]], [(1, 5)])[
+        0
+    ] == [None]
+    for body, says in [
+        ({"choices": [prompt_logprobs(0, [None] * 4)]}, "not 5 entries"),
+        ({"choices": [prompt_logprobs(0, index=1)]}, "index is 1: not one per prompt"),
+        ({"choices": [prompt_logprobs(0)] * 2}, "not 1 choices"),
+    ]:
+        with pytest.raises(Malformed, match=says):
+            parse_prompt_logprobs(body, [ids], [(1, 5)])

@@ -95,11 +95,11 @@ def local_spans(embedded_raw: Any) -> tuple[list[str], list[tuple[int, int]], li
 def test_score_spans_match_the_local_backend(
     vllm_server: Any, embedded_raw: Any, local_spans: Any, scoring: str, monkeypatch: Any
 ) -> None:
-    reads: list[int | None] = []  # per prompt log-probability reply: the cached tokens used
+    reads: list[bool] = []  # per prompt whose log-probabilities were asked: taken or not
 
-    def spy(data: Any, ids: list[int], a: int, b: int) -> Any:
-        got = parse_prompt_logprobs(data, ids, a, b)
-        reads.append(None if got is None else got[1].cached_tokens)
+    def spy(data: Any, prompts: list[list[int]], spans: list[tuple[int, int]]) -> Any:
+        got = parse_prompt_logprobs(data, prompts, spans)
+        reads.extend(v is not None for v in got[0])
         return got
 
     monkeypatch.setattr(_openai_scoring, "parse_prompt_logprobs", spy)

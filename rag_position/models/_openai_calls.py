@@ -4,9 +4,9 @@
 :class:`~rag_position.models._http.JSONClient` (retried inside its deadline) to the
 endpoint's URL (``/tokenize`` at the server's root, :func:`server_root`, as vLLM serves
 it; the rest under ``/v1``) and turns a refusal into the error the caller sees.
-:func:`map_metered` runs a batch's requests on up to ``concurrency`` threads, in order,
-metering each one's usage (:mod:`rag_position.models.openai_backend`, "Prompts of a
-batch are sent concurrently").
+:func:`map_metered` runs a batch's requests on up to ``concurrency`` threads
+(:func:`map_threads`), in order, metering each one's usage
+(:mod:`rag_position.models.openai_backend`, "Prompts of a batch are sent concurrently").
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rag_position.cost import Cost, UsageMeter, in_context
 from rag_position.models._http import HTTPStatusError, JSONClient
 from rag_position.models._openai_replies import Usage, context_error, status_error
 
-__all__ = ["call", "map_metered", "server_root"]
+__all__ = ["call", "map_metered", "map_threads", "server_root"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -61,6 +61,21 @@ def call(
         raise status_error(exc, http.model) from exc
 
 
+def map_threads(fn: Callable[[T], U], items: list[T], *, concurrency: int) -> list[U]:
+    """``fn`` over ``items`` on up to ``concurrency`` threads, in order; the first error
+    cancels what has not started."""
+    if len(items) <= 1 or concurrency == 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(min(concurrency, len(items))) as pool:
+        futures: list[Future[U]] = [pool.submit(in_context(fn), item) for item in items]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
 def map_metered(
     fn: Callable[[T], tuple[U, Usage]],
     items: list[T],
@@ -79,15 +94,6 @@ def map_metered(
         return value
 
     try:
-        if len(items) == 1 or concurrency == 1:
-            return [run(item) for item in items]
-        with ThreadPoolExecutor(min(concurrency, len(items))) as pool:
-            futures: list[Future[U]] = [pool.submit(in_context(run), item) for item in items]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        return map_threads(run, items, concurrency=concurrency)
     finally:
         meter.add(Cost(seconds=time.perf_counter() - start))

@@ -218,27 +218,39 @@ def parse_forced(data: Any, target: list[int]) -> tuple[list[float], Usage] | No
 
 
 def parse_prompt_logprobs(
-    data: Any, ids: list[int], a: int, b: int
-) -> tuple[list[float], Usage] | None:
-    """Tokens ``a:b`` of prompt ``ids``: their log-probabilities from ``prompt_logprobs``.
+    data: Any, prompts: list[list[int]], spans: list[tuple[int, int]]
+) -> tuple[list[list[float] | None], Usage]:
+    """Each span's token log-probabilities, from one reply of ``prompt_logprobs`` for the
+    token-id ``prompts`` (a choice each, by its ``index``), and the reply's usage.
 
-    None where the reply does not count its cached tokens, or its cached prefix reaches
-    the span: vLLM computes no log-probability for a token it read from its cache, nor
-    for the first one after, so tokens up to index ``cached_tokens`` have none."""
+    Tokens ``a:b`` of prompt ``k`` for ``spans[k] == (a, b)``; None for a span with a
+    token the server did not compute, read from its prefix cache or the first after
+    it: ``rag-position serve``'s plugin leaves those entries as token 0 with 0.0, so a
+    span token whose entry is not its own id (or whose id is 0) has no value here."""
     usage = parse_usage(_object(data))
-    entries = _first_choice(data).get("prompt_logprobs")
-    if not isinstance(entries, list) or len(entries) != len(ids):
-        raise Malformed(f"'prompt_logprobs' is {_short(entries)}, not {len(ids)} entries")
-    if usage.cached_tokens is None or usage.cached_tokens >= a:
-        return None
-    values = []
-    for i in range(a, b):
-        entry = entries[i]
-        own = entry.get(str(ids[i])) if isinstance(entry, dict) else None
-        if not isinstance(own, dict):
-            raise Malformed(f"prompt_logprobs[{i}] holds no log-probability for token {ids[i]}")
-        values.append(own.get("logprob"))
-    return _finite(values, 0), usage
+    choices = _object(data).get("choices")
+    if not isinstance(choices, list) or len(choices) != len(prompts):
+        raise Malformed(f"'choices' is {_short(choices)}, not {len(prompts)} choices")
+    by_index: dict[int, Any] = {}
+    for choice in choices:
+        index = _object(choice, "a choice").get("index")
+        if not is_int(index) or not 0 <= index < len(prompts) or index in by_index:
+            raise Malformed(f"a choice's index is {_short(index)}: not one per prompt")
+        by_index[index] = choice.get("prompt_logprobs")
+    out: list[list[float] | None] = []
+    for k, (ids, (a, b)) in enumerate(zip(prompts, spans, strict=True)):
+        entries = by_index[k]
+        if not isinstance(entries, list) or len(entries) != len(ids):
+            raise Malformed(
+                f"choice {k}'s 'prompt_logprobs' is {_short(entries)}, not {len(ids)} entries"
+            )
+        owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) else None
+                for i in range(a, b)]  # fmt: skip
+        if any(ids[i] == 0 for i in range(a, b)) or not all(isinstance(o, dict) for o in owns):
+            out.append(None)
+        else:
+            out.append(_finite([o["logprob"] if isinstance(o, dict) else o for o in owns], 0))
+    return out, usage
 
 
 def parse_echo(data: Any, prompt: str, url: str, max_tokens: int | None = None) -> Echo:

@@ -3,21 +3,23 @@
 :class:`SpanScoring` scores one prompt's span as the backend's module doc says ("Two
 ways to score"): by forced generation (``/tokenize`` with token strings, then
 ``/v1/completions`` forcing the span's tokens) where the server forces, else by echo
-(``/v1/completions`` with ``echo``). It keeps what it has learned of the server: whether
-it forces (under ``scoring="auto"``, first tried by one thread alone, then off for good
-once it cannot), and whether it refuses ``max_tokens=0`` for an echo (then 1).
+(``/v1/completions`` with ``echo``); against ``rag-position serve``, a forced prompt is
+first asked for its prompt log-probabilities with vLLM's prefix cache read. It keeps what
+it has learned of the server: whether it forces (under ``scoring="auto"``, first tried by
+one thread alone, then off for good once it cannot), whether it reports its cached
+tokens (then it reads), and whether it refuses ``max_tokens=0`` for an echo (then 1).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from rag_position.errors import BackendError, ContextLengthError, ScoringUnsupportedError
 from rag_position.models._http import HTTPStatusError, JSONClient
-from rag_position.models._openai_calls import call, server_root
+from rag_position.models._openai_calls import call, map_threads, server_root
 from rag_position.models._openai_replies import (
     Echo,
     Usage,
@@ -38,6 +40,7 @@ __all__ = ["FORCE_KEY", "SCORING_MODES", "SpanScoring", "Window"]
 SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
 READ_KEY = "rag_position_read_prefix"  # the vllm_xargs key of rag_position_vllm.register
+READ_BATCH = 64  # prompts in one request of SpanScoring.read
 
 Window = Callable[[], int | None]
 """The server's context window when asked (``None``: not reported)."""
@@ -108,18 +111,10 @@ class SpanScoring:
         ``scoring="auto"``; a prompt whose token strings do not spell it is scored by
         echo alone. An unreachable or failing server is an error either way.
         """
-        tokenized = self._tokenize_with_offsets(prompt, index)
-        if tokenized is None:
+        placed = self._place((index, (prompt, span)), window)
+        if placed is None:
             return None
-        ids, starts, ends = tokenized
-        limit = window()
-        if limit is not None and len(ids) > limit:
-            raise ContextLengthError(len(ids), limit, f"prompt {index}")
-        a, b = span_tokens(starts, ends, span, index)
-        if self._reads:
-            read = self._read_prefix(ids, a, b, index)
-            if read is not None:
-                return read
+        ids, a, b = placed
         target = ids[a:b]
         body = {
             "model": self.name,
@@ -157,33 +152,75 @@ class SpanScoring:
         # metered as what it is, scoring: the forced tokens count as prompt tokens read
         return _score(values), Usage(usage.prompt_tokens + usage.completion_tokens, 0)
 
-    def _read_prefix(
-        self, ids: list[int], a: int, b: int, index: int
-    ) -> tuple[SpanScore, Usage] | None:
-        """The span's prompt log-probabilities, the server's prefix cache read (the
-        backend's module doc); None where its cached prefix reached the span."""
-        sent = ids[:b]  # nothing after the span
+    @property
+    def reads(self) -> bool:
+        """Whether prompts go first through :meth:`read`: the server forces and reports
+        its cached tokens (``rag-position serve``, whose plugin lets them be read)."""
+        return bool(self._forcing and self._reads)
+
+    def read(
+        self, jobs: Sequence[tuple[int, tuple[str, Span]]], window: Window, concurrency: int
+    ) -> dict[int, tuple[SpanScore, Usage]]:
+        """Spans scored from their prompts' log-probabilities, vLLM's prefix cache read:
+        the prompts tokenized (``concurrency`` at a time), then sent as token ids up to
+        the span's end, :data:`READ_BATCH` to a request. By prompt index; a prompt left
+        out (its tokens not placed, or its span reaching the cached prefix) is for
+        :meth:`score`."""
+        tokenized = map_threads(
+            partial(self._place, window=window), list(jobs), concurrency=concurrency
+        )
+        placed = []
+        for (i, _), t in zip(jobs, tokenized, strict=True):
+            if t is not None:
+                ids, a, b = t
+                placed.append((i, (ids[:b], a, b)))  # nothing after the span is sent
+        batches = [placed[k : k + READ_BATCH] for k in range(0, len(placed), READ_BATCH)]
+        read = map_threads(self._read_batch, batches, concurrency=concurrency)
+        out: dict[int, tuple[SpanScore, Usage]] = {}
+        for batch, values in zip(batches, read, strict=True):
+            for (i, (ids, _, _)), got in zip(batch, values, strict=True):
+                if got is not None:
+                    out[i] = _score(got), Usage(len(ids), 0)
+        return out
+
+    def _read_batch(
+        self, batch: list[tuple[int, tuple[list[int], int, int]]]
+    ) -> list[list[float] | None]:
+        prompts = [ids for _, (ids, _, _) in batch]
         body = {
             "model": self.name,
-            "prompt": sent,
+            "prompt": prompts,
             "max_tokens": 1,
             "temperature": 0.0,
             "prompt_logprobs": 0,
             "vllm_xargs": {READ_KEY: 1},
         }
-        reply = call(
+        spans = [(a, b) for _, (_, a, b) in batch]
+        values, _ = call(
             self._http,
             self.base_url,
             "POST",
             "/completions",
             body,
-            lambda data: parse_prompt_logprobs(data, sent, a, b),
-            what=f"prompt {index}",
+            lambda data: parse_prompt_logprobs(data, prompts, spans),
+            what=f"prompts {batch[0][0]} to {batch[-1][0]}",
         )
-        if reply is None:
+        return values
+
+    def _place(
+        self, job: tuple[int, tuple[str, Span]], window: Window
+    ) -> tuple[list[int], int, int] | None:
+        """Prompt ``i``'s token ids (the server's) and its span's tokens ``a:b``; None
+        where the server's token strings cannot place it (:meth:`_tokenize_with_offsets`)."""
+        i, (prompt, span) = job
+        tokenized = self._tokenize_with_offsets(prompt, i)
+        if tokenized is None:
             return None
-        values, usage = reply
-        return _score(values), Usage(usage.prompt_tokens, 0)
+        ids, starts, ends = tokenized
+        limit = window()
+        if limit is not None and len(ids) > limit:
+            raise ContextLengthError(len(ids), limit, f"prompt {i}")
+        return (ids, *span_tokens(starts, ends, span, i))
 
     def _no_forcing(self, why: str) -> None:
         if self.scoring == "forced":

@@ -74,6 +74,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -480,10 +481,15 @@ class OpenAICompatibleModel:
             check_span(prompt, span, i)
             check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
+        start = time.perf_counter()
+        read = (
+            self._scoring.read(jobs, self._window, self.concurrency) if self._scoring.reads else {}
+        )
+        self._meter.add(Cost(seconds=time.perf_counter() - start))
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
-            return self._scoring.score(prompt, span, i, self._window)
+            return read[i] if i in read else self._scoring.score(prompt, span, i, self._window)
 
         return self._map(one, jobs)
 
