@@ -498,18 +498,15 @@ def served_mode(args: argparse.Namespace) -> dict[str, Any]:
         for k, name in enumerate(("cold", "warm")):
             looked = counters[k + 1]["queries"] - counters[k]["queries"]
             hit = counters[k + 1]["hits"] - counters[k]["hits"]
-            row[name]["vllm_prompt_tokens_looked_up"] = looked
-            row[name]["vllm_prompt_tokens_hit"] = hit
-            row[name]["vllm_token_hit_rate"] = round(hit / looked, 4) if looked else None
+            rate = round(hit / looked, 4) if looked else None
+            row[name] |= {"vllm_prompt_tokens_looked_up": looked, "vllm_prompt_tokens_hit": hit,
+                          "vllm_token_hit_rate": rate}  # fmt: skip
         report["by_setting"][setting] = row
     p50 = {s: row["warm"]["seconds_per_query"]["p50"] for s, row in report["by_setting"].items()}
-    off = [p50[s] for s in ("off", "off, forced only") if s in p50]
-    for on, key in (
-        ("on", "warm_p50_on_over_off"),
-        ("on, forced only", "warm_p50_forced_only_on_over_off"),
-    ):
-        if off and on in p50:
-            report[key] = round(p50[on] / min(off), 3)  # against the faster uncached way
+    off = min((p50[s] for s in ("off", "off, forced only") if s in p50), default=None)
+    for on, key in (("on", "on_over_off"), ("on, forced only", "forced_only_on_over_off")):
+        if off and on in p50:  # against the faster uncached way
+            report[f"warm_p50_{key}"] = round(p50[on] / off, 3)
     return report
 
 
@@ -560,16 +557,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--vllm-arg", action="append", default=[], help="served: a vLLM argument (repeat)"
     )
-    parser.add_argument(
-        "--settings",
-        nargs="+",
-        choices=list(SERVED_SETTINGS),
-        default=list(SERVED_SETTINGS),
-        help="served: which of the four server settings to run",
-    )
-    parser.add_argument(
-        "--concurrency", type=int, default=8, help="served: the backend's requests in flight"
-    )
+    settings = list(SERVED_SETTINGS)
+    parser.add_argument("--settings", nargs="+", choices=settings, default=settings)
+    parser.add_argument("--concurrency", type=int, default=8, help="served: requests in flight")
     parser.add_argument(
         "--bfloat16-questions", type=int, default=0, help="dev: also in bfloat16, on this many"
     )

@@ -135,34 +135,21 @@ def test_what_real_servers_send_still_parses() -> None:
     assert len(parse_echo(more, PROMPT, URL).tokens) == 8
 
 
-def prompt_logprobs(read: int, entries: list[Any] | None = None, index: int = 0) -> dict[str, Any]:
-    """vLLM's ``prompt_logprobs`` choice for the ids 5 to 9, the first ``read`` from its
-    cache: their entries and the next one's zeros (token 0, 0.0), as serve's plugin leaves them."""
-    if entries is None:
-        entries = [None] + [
-            {"0": {"logprob": 0.0}} if i <= read else {str(5 + i): {"logprob": -1 / (5 + i)}}
-            for i in range(1, 5)
-        ]
-    return {"index": index, "text": "x", "prompt_logprobs": entries}
+def test_prompt_logprobs_are_taken_only_where_the_server_computed_them() -> None:
+    """Three prompts' ``prompt_logprobs`` in one reply; the first ``read`` tokens came from the
+    cache, their entries and the next one's left as serve's plugin leaves them (token 0, 0.0)."""
+    own = [None] + [{str(5 + i): {"logprob": -1 / (5 + i)}} for i in range(1, 5)]
+    zero = {"0": {"logprob": 0.0}}
 
+    def choice(read: int, k: int) -> dict[str, Any]:
+        return {"index": k, "prompt_logprobs": [zero if 0 < i <= read else e
+                                                for i, e in enumerate(own)]}  # fmt: skip
 
-def test_prompt_logprobs_are_read_after_the_cached_prefix() -> None:
-    ids = [5, 6, 7, 8, 9]
-    choices = [prompt_logprobs(3, index=1), prompt_logprobs(2), prompt_logprobs(0, index=2)]
-    body = {"choices": choices, "usage": {"prompt_tokens": 15, "completion_tokens": 3}}
-    # prompt 0: tokens after the 2 read and the one after; prompt 1: token 3 follows the
-    # read, so it has no value; prompt 2: nothing read
-    values, usage = parse_prompt_logprobs(body, [ids] * 3, [(3, 5), (3, 5), (1, 5)])
-    assert values == [[-1 / 8, -1 / 9], None, [-1 / 6, -1 / 7, -1 / 8, -1 / 9]]
-    assert usage.prompt_tokens == 15
-    # a token whose id is 0 is never taken: a zero entry would look the same
-    assert parse_prompt_logprobs({"choices": [prompt_logprobs(0)]}, [[5, 6, 0, 8, 9]], [(1, 5)])[
-        0
-    ] == [None]
-    for body, says in [
-        ({"choices": [prompt_logprobs(0, [None] * 4)]}, "not 5 entries"),
-        ({"choices": [prompt_logprobs(0, index=1)]}, "index is 1: not one per prompt"),
-        ({"choices": [prompt_logprobs(0)] * 2}, "not 1 choices"),
-    ]:
+    body = {"choices": [choice(3, 1), choice(2, 0), choice(1, 2)], "usage": {"prompt_tokens": 15}}
+    ids, zero_id = [5, 6, 7, 8, 9], [5, 0, 7, 8, 9]  # token 0's own entry would look like a read
+    values, usage = parse_prompt_logprobs(body, [ids, ids, zero_id], [(3, 5), (3, 5), (1, 5)])
+    assert values == [[-1 / 8, -1 / 9], None, None] and usage.prompt_tokens == 15
+    short = {"index": 0, "prompt_logprobs": own[:4]}
+    for choices, says in [([choice(0, 1)], "index is 1: not one"), ([short], "not 5 entries")]:
         with pytest.raises(Malformed, match=says):
-            parse_prompt_logprobs(body, [ids], [(1, 5)])
+            parse_prompt_logprobs({"choices": choices}, [ids], [(1, 5)])

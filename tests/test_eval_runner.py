@@ -121,23 +121,20 @@ def test_multidoc_sweep_and_an_interrupted_run_resumed(data: Path, tmp_path: Pat
         assert (out / name).is_file()
     png = out / "multidoc-accuracy-by-position.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summary = json.loads(result.summary_json.read_text())
-    assert summary["sections"][0]["rows"][0]["n"] == 12
+    assert json.loads(result.summary_json.read_text())["sections"][0]["rows"][0]["n"] == 12
     assert result.summary_csv.read_text().splitlines()[0].startswith("task,model,strategy")
     report = result.report.read_text()
     assert "rag_position.eval.run_multidoc(<scripted>" in report
-    assert "| gold at 4 | 12 | 0.0 [0.0, 0.0] |" in report
-    assert "![" in report and "multidoc-accuracy-by-position.png" in report
+    assert "| gold at 4 | 12 | 0.0 [0.0, 0.0] |" in report and "![" in report and png.name in report
     # the sweep's position profile, linear between the measured positions 0, 4 and 9
     profile = PositionProfile.load(out / "profile.json")
     assert profile.source == "eval" and profile.model_name == "scripted"
     assert profile.values[0] == profile.values[9] == 1.0 and profile.values[4] == 0.0
     assert profile.values[2] == 0.5 and profile.ranking()[:2] == [0, 9]
-    whole, full = result, model
     many = run_multidoc(  # threads give the same summary
         Scripted(), data=data, questions=None, out=tmp_path / "b", batch_size=2, concurrency=3
     )
-    assert _numbers(many.rows) == _numbers(whole.rows)
+    assert _numbers(many.rows) == _numbers(result.rows)
     dying = Scripted(fail_after=26)  # dies inside the 7th batch of 4
     with pytest.raises(EvalRunError, match="rerun the same command") as err:
         run_multidoc(dying, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
@@ -149,12 +146,12 @@ def test_multidoc_sweep_and_an_interrupted_run_resumed(data: Path, tmp_path: Pat
     assert len(kept) == 24 == len(dying.prompts) and path.read_text().endswith("}\n")
     resumed = Scripted()
     again = run_multidoc(resumed, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
-    assert len(resumed.prompts) == len(full.prompts) - 24 == 12 * 5 - 24
+    assert len(resumed.prompts) == len(model.prompts) - 24 == 12 * 5 - 24
     assert not set(resumed.prompts) & set(dying.prompts)  # nothing generated twice
-    assert _numbers(again.rows) == _numbers(whole.rows)
+    assert _numbers(again.rows) == _numbers(result.rows)
     idle = Scripted()  # a third run recomputes nothing at all
     third = run_multidoc(idle, data=data, questions=None, out=tmp_path / "cut", batch_size=4)
-    assert idle.prompts == [] and _numbers(third.rows) == _numbers(whole.rows)
+    assert idle.prompts == [] and _numbers(third.rows) == _numbers(result.rows)
     with pytest.raises(EvalConfigError, match="max_new_tokens"):  # other decoding: refused
         run_multidoc(Scripted(), data=data, questions=2, out=tmp_path / "cut", max_new_tokens=5)
 
@@ -239,11 +236,10 @@ def test_compare_baselines_and_a_row_added_to_the_table(
     names = ["retriever", "random", "gold_first", "gold_last", "reverse"]
     result = run_compare(model, data=data, questions=None, strategies=names, out=tmp_path)
     rows = {(r["strategy"], r["gold"]): r for r in result.rows if r["task"] == "compare"}
-    assert rows[("gold_first", "random")]["accuracy"] == 1.0
+    assert rows[("gold_first", "random")]["accuracy"] == 1.0 and len(calls) == 2 * 12
     assert rows[("gold_last", "worst")]["accuracy"] == 1.0
     assert rows[("retriever", "worst")]["accuracy"] == 0.0  # the sweep's worst: position 4
     assert rows[("reverse", "random")]["lm_calls"] == 4.0  # 3 to choose the order + 1 answer
-    assert len(calls) == 2 * 12
     with pytest.raises(EvalConfigError, match="unknown"):
         run_compare(Scripted(), data=data, strategies=["nope"], out=tmp_path)
     ctx = open_context(Scripted(), tmp_path / "c", progress=False)  # a narrowed setting not run
@@ -295,16 +291,14 @@ def test_compare_shares_convex_scoring(data: Path, tmp_path: Path, profile: Path
     given = {"convex_score_profile": {"profile": profile}}
     options = {"data": data, "gold": ["random"], "strategy_options": given, "out": tmp_path / "c"}
     result = run_compare(model, strategies=names, **options)
-    assert {r["task"] for r in result.rows} == {"compare"}  # no sweep: no worst setting asked
-    assert {r["gold"] for r in result.rows} == {"random"}
+    assert {(r["task"], r["gold"]) for r in result.rows} == {("compare", "random")}  # no sweep
     assert model.scored == [K] * 12  # one scoring pass of K rotations per question, shared
     rows = {r["strategy"]: r for r in result.rows}
     for name in names:
         assert rows[name]["lm_calls"] == K + 1, name  # each charged its own scoring + answer
     # the gold is found every time; first place is read, the profile's last place is read
     assert rows["convex_score"]["accuracy"] == rows["convex_score_profile"]["accuracy"] == 1.0
-    sandwiches = [p for p in model.prompts if p.count("Question: question") == 2]
-    assert len(sandwiches) == 12
+    assert sum(p.count("Question: question") == 2 for p in model.prompts) == 12  # sandwiches
     with pytest.raises(EvalConfigError, match="--gold"):
         run_compare(model, data=data, strategies=names, gold=["middle"], out=tmp_path / "c")
     # a variant runs under its own name, with its options (and the base's --profile)
@@ -314,9 +308,8 @@ def test_compare_shares_convex_scoring(data: Path, tmp_path: Path, profile: Path
     result = run_compare(model, strategies=["convex_score_profile", variant], **options)
     rows = {r["strategy"]: r for r in result.rows}
     assert set(rows) == {"convex_score_profile", variant}
-    assert rows["convex_score_profile"]["lm_calls"] == K + 1
+    assert rows["convex_score_profile"]["lm_calls"] == K + 1 and rows[variant]["accuracy"] == 1.0
     assert rows[variant]["lm_calls"] == 2 * K + 1  # two base orders: 2K scoring passes
-    assert rows[variant]["accuracy"] == 1.0
     records = [json.loads(line) for line in (tmp_path / "v" / "predictions.jsonl").open()]
     assert sum(r["strategy"] == variant for r in records) == 12
 
@@ -402,8 +395,7 @@ def test_device_and_dtype_options(tmp_path: Path, capsys: pytest.CaptureFixture[
             check_device(device)
     out = tmp_path / "run"  # the CLI reports it before loading any weights
     assert main(["eval", "compare", "--device", "gpu", "--questions", "1", "--out", str(out)]) == 2
-    assert "'gpu' is not a torch device" in capsys.readouterr().err
-    assert not out.exists()
+    assert "'gpu' is not a torch device" in capsys.readouterr().err and not out.exists()
 
 
 def test_variant_errors_name_the_problem(data: Path, tmp_path: Path, profile: Path) -> None:

@@ -77,8 +77,8 @@ EXACTLY = "pass a `profile` exactly when"
 SIX = [f"passage {i}" for i in range(6)]
 
 
-def plain(**options: Any) -> object:
-    return profile_reorder(QUESTION, ABC, profile=P3, **options)
+def plain(scorer: HashScorer | None = None, **options: Any) -> object:
+    return profile_reorder(QUESTION, ABC, profile=P3, scorer=scorer, **options)
 
 
 def gauge(scorer: HashScorer, **options: Any) -> object:
@@ -106,9 +106,7 @@ def gauge(scorer: HashScorer, **options: Any) -> object:
             r"relevance='passage_likelihood'",
         ),
         (
-            lambda s: plain(
-                scorer=s, relevance="convex_score", n_rotations=2, scores=[1.0, 2.0, 3.0]
-            ),
+            partial(plain, relevance="convex_score", n_rotations=2, scores=[1.0, 2.0, 3.0]),
             "`scores`",
         ),
         (
@@ -220,8 +218,7 @@ def test_a_bad_profile_file_is_named_in_the_error(
 
 def test_profile_ranking_interpolation_and_json(tmp_path: Path) -> None:
     p = PositionProfile((0.17, 0.12, 0.12, 0.40), model_name="embedded", source="eval")
-    assert p.ranking() == [3, 0, 1, 2]
-    assert p.interpolate(4) is p
+    assert p.ranking() == [3, 0, 1, 2] and p.interpolate(4) is p
     assert p.interpolate(7).values == pytest.approx((0.17, 0.145, 0.12, 0.12, 0.12, 0.26, 0.40))
     assert PositionProfile(tuple(range(10))).interpolate(4).values == (0.0, 3.0, 6.0, 9.0)
     assert PositionProfile((1.0, 3.0)).interpolate(1).values == (2.0,)
@@ -235,10 +232,9 @@ def test_profile_ranking_interpolation_and_json(tmp_path: Path) -> None:
         "source": "eval",
     }
     assert PositionProfile.load(path) == p
+    bad = {"model": "m", "n_positions": 3, "values": [1, 2], "source": "eval"}
     with pytest.raises(ValueError, match="n_positions"):
-        PositionProfile.from_dict(
-            {"model": "m", "n_positions": 3, "values": [1, 2], "source": "eval"}
-        )
+        PositionProfile.from_dict(bad)
 
 
 def test_estimate_profile_recovers_the_curve() -> None:
@@ -342,8 +338,7 @@ def test_profile_reorder_convex_score_relevance_is_the_old_behaviour(tmp_path: P
             **options,
         )  # fmt: skip
         convex = convex_score(QUESTION, docs, HashScorer(), **options)
-        assert r.details["relevance"] == "convex_score"
-        assert r.scores == convex.scores
+        assert r.details["relevance"] == "convex_score" and r.scores == convex.scores
         assert r.cost.lm_calls == convex.cost.lm_calls
         ranked = sorted(range(5), key=lambda i: (-convex.scores[i], i))
         expected = [0] * 5
@@ -372,8 +367,7 @@ def test_adapter_profile_reordering_passes_relevance_to_the_core() -> None:
     lazy = adapters.LazyModel(Alone())
     by_default = adapters.profile_reordering(QUESTION, docs, profile, scorer=lazy)
     core = profile_reorder(QUESTION, docs, profile=profile, scorer=Alone())
-    assert by_default.order == core.order == [3, 2, 0, 1]
-    assert by_default.scores == core.scores
+    assert by_default.order == core.order == [3, 2, 0, 1] and by_default.scores == core.scores
     assert {e["relevance"] for e in by_default.extras} == {"passage_likelihood"}
     hashed = adapters.LazyModel(HashScorer())
     convex = adapters.profile_reordering(
@@ -417,19 +411,10 @@ def test_table_rows_pass_the_seed_on_and_name_what_they_need() -> None:
 def test_registry_names_and_rows() -> None:
     """Each ordering row's output is checked by test_reorder_properties' conformance kit."""
     ordering = {
-        "retriever",
-        "likelihood_selection",
-        "convex_score",
-        "convex_score_profile",
-        "convex_score_sandwich",
-        "passage_likelihood",
-        "passage_likelihood_profile",
-        "select_and_place",
-        "select_and_place_profile",
-        "edge",
-        "sandwich",
-        "profile",
-    }
+        "retriever", "likelihood_selection", "convex_score", "convex_score_profile",
+        "convex_score_sandwich", "passage_likelihood", "passage_likelihood_profile",
+        "select_and_place", "select_and_place_profile", "edge", "sandwich", "profile",
+    }  # fmt: skip
     assert set(STRATEGIES) == ordering | {"fact", "recite", "medoid"}  # generation: elsewhere
     assert {n for n, spec in STRATEGIES.items() if not spec.answers} == ordering
     docs = passages_with_gold(4, 2)

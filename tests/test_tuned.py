@@ -70,19 +70,16 @@ def test_round_trip(tmp_path: Path) -> None:
     assert path == tmp_path / "tuned.json"
     assert [p.name for p in tmp_path.iterdir()] == ["tuned.json"]  # no temporary file left
     stored = json.loads(path.read_text(encoding="utf-8"))
-    assert stored == made.to_dict()
-    assert list(stored) == [
+    assert stored == made.to_dict() and list(stored) == [
         "format", "version", "model", "spec", "dtype", "strategy", "options", "profile",
         "evidence", "questions", "command", "created", "rag_position",
     ]  # fmt: skip
     assert stored["format"] == FORMAT == "rag-position/tuned" and stored["version"] == VERSION
-    assert stored["profile"] == PROFILE.to_dict()
+    assert stored["profile"] == PROFILE.to_dict() and stored["questions"] == questions
     assert stored["rag_position"] == rag_position.__version__
     assert stored["evidence"][0]["eligible"] is True  # extra keys are kept
-    assert stored["questions"] == questions
     back = read_tuned(path)
-    assert back == made
-    assert back.profile == PROFILE and back.options == {"rest": "keep"}
+    assert back == made and back.profile == PROFILE and back.options == {"rest": "keep"}
     assert back.row is STRATEGIES["passage_likelihood_profile"]
     assert read_tuned(str(path)).to_dict() == stored
 
@@ -129,8 +126,7 @@ DAMAGED: list[tuple[str, Any, str]] = [
      profile={"model": "m", "n_positions": 3, "values": [1, 2], "source": "eval"}),
      "bad `profile`: `values` must be a list of n_positions=3"),
     ("a profile missing keys", record(profile={"values": [1.0]}), "bad `profile`: .*keys"),
-    ("a profile not an object", record(profile=[0.1, 0.9]), "`profile` must be a "
-     "PositionProfile"),
+    ("a profile not an object", record(profile=[0.1, 0.9]), "`profile` must be a PositionProfile"),
     ("no profile for a profile row", record(strategy="select_and_place_profile"),
      "places by a position profile, and `profile` is null"),
     ("no profile for placement=profile", record(options={"placement": "profile"}),
@@ -242,8 +238,7 @@ def test_retriever_is_the_identity_and_loads_nothing(
     path = choice("retriever", profile=PROFILE).write(tmp_path / "tuned.json")
     reorder = load_tuned(path)
     result = reorder(QUESTION, PASSAGES)
-    assert isinstance(result, OrderingResult)
-    assert result.order == list(range(len(PASSAGES)))
+    assert isinstance(result, OrderingResult) and result.order == list(range(len(PASSAGES)))
     assert all(a is b for a, b in zip(result.passages, PASSAGES, strict=True))
     assert result.cost.lm_calls == 0 and result.cost.prompt_tokens == 0
     with warnings.catch_warnings():
@@ -276,9 +271,8 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
     # a server spec takes no dtype (and loads only when trusted); a file
     # without one loads the backend's default
     loads.clear()
-    load_tuned(choice(spec="openai:http://127.0.0.1:8000/v1/m"), trust_spec=True)(
-        QUESTION, PASSAGES
-    )
+    served = choice(spec="openai:http://127.0.0.1:8000/v1/m")
+    load_tuned(served, trust_spec=True)(QUESTION, PASSAGES)
     load_tuned(choice(dtype=None))(QUESTION, PASSAGES)
     assert loads == [("openai:http://127.0.0.1:8000/v1/m", {}), ("embedded", {})]
 
@@ -297,10 +291,9 @@ def test_a_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> 
     scorer = NamedScorer("embedded:gemma3-270m")
     with pytest.warns(UserWarning) as caught:
         reorder = load_tuned(choice(), scorer)
-    assert len(caught) == 1
+    assert len(caught) == 1 and caught[0].filename == __file__  # points at the caller
     message = str(caught[0].message)
     assert "'named-model'" in message and "'embedded:gemma3-270m'" in message
-    assert caught[0].filename == __file__  # points at the caller
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         reorder(QUESTION, PASSAGES)
@@ -327,11 +320,9 @@ def test_a_tuned_file_on_the_embedded_model(tmp_path: Path, embedded_fp32: Any) 
         loaded = load_tuned(path)  # loads "embedded" in float32, as the file says
         got = loaded(QUESTION, docs)
     assert isinstance(want, OrderingResult) and isinstance(got, OrderingResult)
-    assert isinstance(given, OrderingResult)
-    assert given.order == want.order == got.order
+    assert isinstance(given, OrderingResult) and given.order == want.order == got.order
     assert want.passages[-1] == "Paris is the capital of France."
-    assert got.scores == pytest.approx(want.scores, abs=1e-4)
-    assert got.cost.lm_calls > 0
+    assert got.scores == pytest.approx(want.scores, abs=1e-4) and got.cost.lm_calls > 0
 
 
 # ---------------------------------------------------------------------- the file's model spec

@@ -55,11 +55,13 @@ Two ways to score (``scoring=``):
   rule), with the head run only at the span and the prefix cache in use; the tokens
   after the span are not sent. Every reply is checked: the generated token ids must be
   the span's, else the request falls back to echo. Against ``rag-position serve``
-  (its vLLM plugin lets a request with ``prompt_logprobs`` read the prefix cache, and
-  it reports each reply's cached tokens), once a reply has counted them, each prompt
-  is first sent whole for its ``prompt_logprobs`` with the cache read; the span's
-  values are taken where the cached prefix ends before the span (the cached tokens
-  and the first after them have none), else the forced generation runs.
+  (its vLLM plugin lets a request with ``prompt_logprobs`` read the prefix cache; it
+  reports each reply's cached tokens), once a forced reply has shown both, the prompts
+  of a call are tokenized, then sent together as token ids up to each span's end in one
+  request for their ``prompt_logprobs``, the cache read. A span takes these values
+  where the server computed each of its tokens; one it read from its cache, or the
+  first after those, has none (the plugin leaves token 0 with 0.0 there), and such a
+  prompt is scored by forced generation.
 - ``"auto"`` (default): forced while the server forces, else echo from then on.
 
 Beside this module: the scoring requests (:mod:`._openai_scoring`), one request and a
