@@ -414,8 +414,8 @@ class VLLMServer:
             command.append("--enable-prefix-caching")
         details = {"--enable-prompt-tokens-details", "--no-enable-prompt-tokens-details"}
         if self.force_tokens and not given & details:
-            # each reply's cached tokens: the client reads the cache for prompt
-            # log-probabilities only where it can tell which positions the read skipped
+            # each reply's cached tokens: the backend reads the cache for prompt
+            # log-probabilities only from a forcing server that reports them (this one)
             command.append("--enable-prompt-tokens-details")
         if not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
             step = None if _has_nvidia_gpu() else cpu_batch_tokens(vocab_size(folder))

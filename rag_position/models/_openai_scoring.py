@@ -3,8 +3,9 @@
 :class:`SpanScoring` scores one prompt's span as the backend's module doc says ("Two
 ways to score"): by forced generation (``/tokenize`` with token strings, then
 ``/v1/completions`` forcing the span's tokens) where the server forces, else by echo
-(``/v1/completions`` with ``echo``); against ``rag-position serve``, a forced prompt is
-first asked for its prompt log-probabilities with vLLM's prefix cache read. It keeps what
+(``/v1/completions`` with ``echo``); against ``rag-position serve``, the prompts of a
+call are first sent together for their prompt log-probabilities, vLLM's prefix cache
+read (:meth:`SpanScoring.read`). It keeps what
 it has learned of the server: whether it forces (under ``scoring="auto"``, first tried by
 one thread alone, then off for good once it cannot), whether it reports its cached
 tokens (then it reads), and whether it refuses ``max_tokens=0`` for an echo (then 1).
@@ -41,6 +42,13 @@ SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
 READ_KEY = "rag_position_read_prefix"  # the vllm_xargs key of rag_position_vllm.register
 READ_BATCH = 64  # prompts in one request of SpanScoring.read
+READ_MIN_SHARE = 0.05
+"""A span read from prompt log-probabilities is at least this share of the tokens sent
+(those up to its end); a shorter one is forced. A read computes the head and returns a
+value at every position, forcing one decoding step a span token: measured through
+``serve`` on a 2-core CPU (docs/models.md), reading was the faster on one-passage prompts
+(about 15 span tokens of 190), cached or not, and forcing on ten-passage ones (of 1,300)
+that the cache did not hold."""
 
 Window = Callable[[], int | None]
 """The server's context window when asked (``None``: not reported)."""
@@ -60,8 +68,8 @@ class SpanScoring:
         # whether forced scoring works here: None until tried, then True or False
         self._forcing: bool | None = {"auto": None, "forced": True, "echo": False}[scoring]
         self._probe = threading.Lock()
-        # whether the forcing server reports its cached tokens (then a span's prompt
-        # log-probabilities are asked for with its prefix cache read): None until seen
+        # whether the forcing server reports its cached tokens (serve's does: then the
+        # prompts go first through read()): None until a forced reply has shown it
         self._reads: bool | None = None
 
     @property
@@ -164,14 +172,14 @@ class SpanScoring:
         """Spans scored from their prompts' log-probabilities, vLLM's prefix cache read:
         the prompts tokenized (``concurrency`` at a time), then sent as token ids up to
         the span's end, :data:`READ_BATCH` to a request. By prompt index; a prompt left
-        out (its tokens not placed, or its span reaching the cached prefix) is for
-        :meth:`score`."""
+        out (its tokens not placed, its span under :data:`READ_MIN_SHARE` of them, or
+        reaching the cached prefix) is for :meth:`score`."""
         tokenized = map_threads(
             partial(self._place, window=window), list(jobs), concurrency=concurrency
         )
         placed = []
         for (i, _), t in zip(jobs, tokenized, strict=True):
-            if t is not None:
+            if t is not None and t[2] - t[1] >= READ_MIN_SHARE * t[2]:
                 ids, a, b = t
                 placed.append((i, (ids[:b], a, b)))  # nothing after the span is sent
         batches = [placed[k : k + READ_BATCH] for k in range(0, len(placed), READ_BATCH)]

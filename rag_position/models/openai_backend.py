@@ -483,11 +483,11 @@ class OpenAICompatibleModel:
             check_span(prompt, span, i)
             check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
-        start = time.perf_counter()
-        read = (
-            self._scoring.read(jobs, self._window, self.concurrency) if self._scoring.reads else {}
-        )
-        self._meter.add(Cost(seconds=time.perf_counter() - start))
+        read: dict[int, tuple[SpanScore, Usage]] = {}
+        if self._scoring.reads:  # one request for all (the module doc), then what it left
+            start = time.perf_counter()
+            read = self._scoring.read(jobs, self._window, self.concurrency)
+            self._meter.add(Cost(seconds=time.perf_counter() - start))
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
