@@ -95,7 +95,7 @@ def local_spans(embedded_raw: Any) -> tuple[list[str], list[tuple[int, int]], li
 def test_score_spans_match_the_local_backend(
     vllm_server: Any, embedded_raw: Any, local_spans: Any, scoring: str, docs: int, monkeypatch: Any
 ) -> None:
-    """One-passage prompts seen again read vLLM's prefix cache (a span of 5% of its tokens
+    """One-passage prompts seen again read vLLM's prefix cache (a span of 2.5% of its tokens
     or more: READ_MIN_SHARE); ten-passage ones are forced, the short span's best way."""
     reads: list[bool] = []  # per prompt whose log-probabilities were asked: taken or not
 

@@ -42,7 +42,7 @@ SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
 READ_KEY = "rag_position_read_prefix"  # the vllm_xargs key of rag_position_vllm.register
 READ_BATCH = 64  # prompts in one request of SpanScoring.read
-READ_MIN_SHARE = 0.05
+READ_MIN_SHARE = 0.025
 """A span read from prompt log-probabilities is at least this share of the tokens sent
 (those up to its end); a shorter one is forced. A read computes the head and returns a
 value at every position, forcing one decoding step a span token: measured through
