@@ -95,12 +95,11 @@ def local_spans(embedded_raw: Any) -> tuple[list[str], list[tuple[int, int]], li
 def test_score_spans_match_the_local_backend(
     vllm_server: Any, embedded_raw: Any, local_spans: Any, scoring: str, docs: int, monkeypatch: Any
 ) -> None:
-    """One-passage prompts seen again read vLLM's prefix cache (a span of 2.5% of its tokens
-    or more: READ_MIN_SHARE); ten-passage ones are forced, the short span's best way."""
+    """One-passage prompts seen again read vLLM's cache; ten-passage ones (READ_MIN_SHARE) not."""
     reads: list[bool] = []  # per prompt whose log-probabilities were asked: taken or not
 
-    def spy(data: Any, prompts: list[list[int]], spans: list[tuple[int, int]]) -> Any:
-        got = parse_prompt_logprobs(data, prompts, spans)
+    def spy(*args: Any) -> Any:
+        got = parse_prompt_logprobs(*args)
         reads.extend(v is not None for v in got[0])
         return got
 
@@ -114,10 +113,8 @@ def test_score_spans_match_the_local_backend(
     for _ in range(2):  # forced: the second time reads the first's prefixes from vLLM's cache
         worst = close_scores(local, remote.score_spans(prompts, spans), SCORE_BOUND)
         print(f"{scoring}: largest |mean difference| {worst:.2e}")
-    # forced sends the prompt only up to the span's end (reading the cache, or generating
-    # the span); echo sends it all. Either way scoring generates nothing.
-    sent = remote.usage.prompt_tokens
-    full = 2 * sum(embedded_raw.count_tokens(p) for p in prompts)
+    # forced sends tokens up to the span's end, echo all; neither generates (tokens read)
+    sent, full = remote.usage.prompt_tokens, 2 * sum(map(embedded_raw.count_tokens, prompts))
     assert (sent < full) if scoring == "forced" else (sent == full), (sent, full)
     assert remote.usage.generated_tokens == 0 and remote.usage.lm_calls == 2 * len(prompts)
     assert any(reads) if docs == 1 else not reads, reads
