@@ -479,8 +479,8 @@ def served_mode(args: argparse.Namespace) -> dict[str, Any]:
     stream, pool = build_stream(args.queries, args.zipf, args.seed)
     warmup = ("warm-up question", [Passage("A passage outside the pool.", title="Warm-up")] * 2)
     report: dict[str, Any] = {"pool_passages": pool, "dtype": args.dtype, "by_setting": {}}
-    report["vllm_args"] = list(args.vllm_arg)
-    report["concurrency"] = args.concurrency
+    report |= {"vllm_args": list(args.vllm_arg), "concurrency": args.concurrency}
+    report["kv_cache_gib"] = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")  # serve's default
     for setting, extra in SERVED_SETTINGS.items():
         if setting not in args.settings:
             continue
