@@ -93,11 +93,11 @@ def register() -> None:
     for ``prompt_logprobs``.
 
     vLLM marks every such request ``skip_reading_prefix_cache`` (``vllm/sampling_params.py``)
-    because the positions it reads from the cache get no prompt log-probability; the
-    client takes only the span's, after the cached prefix, and ``serve`` reports each
-    reply's cached tokens (``--enable-prompt-tokens-details``) so the client knows where
-    that prefix ends. The positions left without a value are zeros here, not vLLM's
-    uninitialised memory (an arbitrary token id there would reach its detokenizer).
+    because the positions it reads from the cache get no prompt log-probability. Those
+    positions are zeros here (token 0, 0.0), not vLLM's uninitialised memory (an arbitrary
+    token id there would reach its detokenizer), so the client takes a span's values only
+    where each entry holds that token's own id; ``serve`` reports each reply's cached
+    tokens (``--enable-prompt-tokens-details``), which tells the client it may ask.
     Other requests are untouched; calling it twice patches once.
     """
     from vllm.v1.outputs import LogprobsTensors
