@@ -150,6 +150,8 @@ def test_prompt_logprobs_are_taken_only_where_the_server_computed_them() -> None
     values, usage = parse_prompt_logprobs(body, [ids, ids, zero_id], [(3, 5), (3, 5), (1, 5)])
     assert values == [[-1 / 8, -1 / 9], None, None] and usage.prompt_tokens == 15
     short = {"index": 0, "prompt_logprobs": own[:4]}
-    for choices, says in [([choice(0, 1)], "index is 1: not one"), ([short], "not 5 entries")]:
+    bare = {"index": 0, "prompt_logprobs": [None, {"6": {}}, *own[2:]]}  # no value: malformed
+    for choices, says in [([choice(0, 1)], "index is 1: not one"), ([short], "not 5 entries"),
+                          ([bare], "log-probability 0 is None")]:  # fmt: skip
         with pytest.raises(Malformed, match=says):
             parse_prompt_logprobs({"choices": choices}, [ids], [(1, 5)])

@@ -246,10 +246,11 @@ def parse_prompt_logprobs(
             )
         owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) else None
                 for i in range(a, b)]  # fmt: skip
-        if any(ids[i] == 0 for i in range(a, b)) or not all(isinstance(o, dict) for o in owns):
+        computed = [o for o in owns if isinstance(o, dict)]
+        if len(computed) < len(owns) or any(ids[i] == 0 for i in range(a, b)):
             out.append(None)
-        else:
-            out.append(_finite([o["logprob"] if isinstance(o, dict) else o for o in owns], 0))
+        else:  # a missing or bad value is malformed (_finite), never a KeyError
+            out.append(_finite([o.get("logprob") for o in computed], 0))
     return out, usage
 
 

@@ -5,10 +5,10 @@ ways to score"): by forced generation (``/tokenize`` with token strings, then
 ``/v1/completions`` forcing the span's tokens) where the server forces, else by echo
 (``/v1/completions`` with ``echo``); against ``rag-position serve``, the prompts of a
 call are first sent together for their prompt log-probabilities, vLLM's prefix cache
-read (:meth:`SpanScoring.read`). It keeps what
-it has learned of the server: whether it forces (under ``scoring="auto"``, first tried by
-one thread alone, then off for good once it cannot), whether it reports its cached
-tokens (then it reads), and whether it refuses ``max_tokens=0`` for an echo (then 1).
+read (:meth:`SpanScoring.read`). It keeps what it has learned of the server: whether it
+forces (under ``scoring="auto"``, first tried by one thread alone, then off for good once
+it cannot), whether it reports its cached tokens (then it reads), and whether it refuses
+``max_tokens=0`` for an echo (then 1).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ that the cache did not hold."""
 
 Window = Callable[[], int | None]
 """The server's context window when asked (``None``: not reported)."""
+Placed = tuple[list[int], int, int]
+"""A prompt's token ids (the server's) and its span's tokens ``a:b``."""
 
 
 class SpanScoring:
@@ -77,10 +79,13 @@ class SpanScoring:
         """The served model's name (the client's, sent with every request)."""
         return self._http.model
 
-    def score(self, prompt: str, span: Span, index: int, window: Window) -> tuple[SpanScore, Usage]:
+    def score(
+        self, prompt: str, span: Span, index: int, window: Window, placed: Placed | None = None
+    ) -> tuple[SpanScore, Usage]:
         """The span's score on prompt ``index`` (checked by the caller), and its usage;
-        ``window()`` gives the server's context window where forcing needs it."""
-        forced = self._try_forced(prompt, span, index, window)
+        ``window()`` gives the server's context window where forcing needs it; ``placed``:
+        the prompt's tokens and span where :meth:`read` has placed them already."""
+        forced = self._try_forced(prompt, span, index, window, placed)
         if forced is not None:
             return forced
         reply = self._echo(prompt, index)
@@ -89,7 +94,7 @@ class SpanScoring:
         return span_score(reply, prompt, span, index), Usage(reply.usage.prompt_tokens, 0)
 
     def _try_forced(
-        self, prompt: str, span: Span, index: int, window: Window
+        self, prompt: str, span: Span, index: int, window: Window, placed: Placed | None
     ) -> tuple[SpanScore, Usage] | None:
         """Forced scoring where this server forces; the first try is made by one thread alone.
 
@@ -101,16 +106,16 @@ class SpanScoring:
         if self._forcing is None:
             with self._probe:
                 if self._forcing is None:
-                    result = self._forced(prompt, span, index, window)
+                    result = self._forced(prompt, span, index, window, placed)
                     if result is not None:
                         self._forcing = True
                     return result
             if self._forcing is False:
                 return None
-        return self._forced(prompt, span, index, window)
+        return self._forced(prompt, span, index, window, placed)
 
     def _forced(
-        self, prompt: str, span: Span, index: int, window: Window
+        self, prompt: str, span: Span, index: int, window: Window, placed: Placed | None
     ) -> tuple[SpanScore, Usage] | None:
         """Score by forced generation (the backend's module doc); None: score this prompt by echo.
 
@@ -119,7 +124,7 @@ class SpanScoring:
         ``scoring="auto"``; a prompt whose token strings do not spell it is scored by
         echo alone. An unreachable or failing server is an error either way.
         """
-        placed = self._place((index, (prompt, span)), window)
+        placed = placed or self._place((index, (prompt, span)), window)
         if placed is None:
             return None
         ids, a, b = placed
@@ -168,32 +173,32 @@ class SpanScoring:
 
     def read(
         self, jobs: Sequence[tuple[int, tuple[str, Span]]], window: Window, concurrency: int
-    ) -> dict[int, tuple[SpanScore, Usage]]:
+    ) -> tuple[dict[int, tuple[SpanScore, Usage]], dict[int, Placed]]:
         """Spans scored from their prompts' log-probabilities, vLLM's prefix cache read:
         the prompts tokenized (``concurrency`` at a time), then sent as token ids up to
-        the span's end, :data:`READ_BATCH` to a request. By prompt index; a prompt left
-        out (its tokens not placed, its span under :data:`READ_MIN_SHARE` of them, or
-        reaching the cached prefix) is for :meth:`score`."""
+        the span's end, :data:`READ_BATCH` to a request. By prompt index, the scores and
+        the placed prompts left for :meth:`score` (a span under :data:`READ_MIN_SHARE` of
+        its tokens, or reaching the cached prefix); one not placed is left out of both."""
         tokenized = map_threads(
             partial(self._place, window=window), list(jobs), concurrency=concurrency
         )
-        placed = []
+        placed: dict[int, Placed] = {}
         for (i, _), t in zip(jobs, tokenized, strict=True):
-            if t is not None and t[2] - t[1] >= READ_MIN_SHARE * t[2]:
+            if t is not None:
                 ids, a, b = t
-                placed.append((i, (ids[:b], a, b)))  # nothing after the span is sent
-        batches = [placed[k : k + READ_BATCH] for k in range(0, len(placed), READ_BATCH)]
+                placed[i] = ids[:b], a, b  # nothing after the span is sent (nor forced)
+        sent = [(i, t) for i, t in placed.items() if t[2] - t[1] >= READ_MIN_SHARE * t[2]]
+        batches = [sent[k : k + READ_BATCH] for k in range(0, len(sent), READ_BATCH)]
         read = map_threads(self._read_batch, batches, concurrency=concurrency)
         out: dict[int, tuple[SpanScore, Usage]] = {}
         for batch, values in zip(batches, read, strict=True):
             for (i, (ids, _, _)), got in zip(batch, values, strict=True):
                 if got is not None:
                     out[i] = _score(got), Usage(len(ids), 0)
-        return out
+                    del placed[i]
+        return out, placed
 
-    def _read_batch(
-        self, batch: list[tuple[int, tuple[list[int], int, int]]]
-    ) -> list[list[float] | None]:
+    def _read_batch(self, batch: list[tuple[int, Placed]]) -> list[list[float] | None]:
         prompts = [ids for _, (ids, _, _) in batch]
         body = {
             "model": self.name,
@@ -215,9 +220,7 @@ class SpanScoring:
         )
         return values
 
-    def _place(
-        self, job: tuple[int, tuple[str, Span]], window: Window
-    ) -> tuple[list[int], int, int] | None:
+    def _place(self, job: tuple[int, tuple[str, Span]], window: Window) -> Placed | None:
         """Prompt ``i``'s token ids (the server's) and its span's tokens ``a:b``; None
         where the server's token strings cannot place it (:meth:`_tokenize_with_offsets`)."""
         i, (prompt, span) = job

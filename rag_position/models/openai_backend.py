@@ -96,7 +96,7 @@ from rag_position.models._openai_replies import (
 )
 from rag_position.models._openai_scoring import FORCE_KEY as FORCE_KEY
 from rag_position.models._openai_scoring import SCORING_MODES as SCORING_MODES
-from rag_position.models._openai_scoring import SpanScoring
+from rag_position.models._openai_scoring import Placed, SpanScoring
 from rag_position.models.protocols import Span, SpanScore, check_generation, check_span
 from rag_position.passages import check_text
 
@@ -484,14 +484,17 @@ class OpenAICompatibleModel:
             check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
         read: dict[int, tuple[SpanScore, Usage]] = {}
+        placed: dict[int, Placed] = {}  # the prompts read() tokenized and left
         if self._scoring.reads:  # one request for all (the module doc), then what it left
             start = time.perf_counter()
-            read = self._scoring.read(jobs, self._window, self.concurrency)
+            read, placed = self._scoring.read(jobs, self._window, self.concurrency)
             self._meter.add(Cost(seconds=time.perf_counter() - start))
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
-            return read[i] if i in read else self._scoring.score(prompt, span, i, self._window)
+            if i in read:
+                return read[i]
+            return self._scoring.score(prompt, span, i, self._window, placed.get(i))
 
         return self._map(one, jobs)
 
