@@ -95,20 +95,23 @@ def local_spans(embedded_raw: Any) -> tuple[list[str], list[tuple[int, int]], li
 def test_score_spans_match_the_local_backend(
     vllm_server: Any, embedded_raw: Any, local_spans: Any, scoring: str, docs: int, monkeypatch: Any
 ) -> None:
-    """One-passage prompts seen again read vLLM's cache; ten-passage ones (READ_MIN_SHARE) not."""
-    reads: list[bool] = []  # per prompt whose log-probabilities were asked: taken or not
+    """One-passage prompts seen again read vLLM's cache; ten-passage ones (READ_MIN_SHARE) not.
+    Of the one-passage ones, two have a span that crosses a 128-token block (the CPU's) and
+    one starts at it: seen again, the cache holds their span's head, which is forced alone."""
+    reads: list[tuple[int, int]] = []  # per prompt read: the span's tokens taken, its length
 
-    def spy(*args: Any) -> Any:
-        got = parse_prompt_logprobs(*args)
-        reads.extend(v is not None for v in got[0])
+    def spy(data: Any, prompts: Any, spans: Any) -> Any:
+        got = parse_prompt_logprobs(data, prompts, spans)
+        reads.extend((len(v), b - a) for v, (a, b) in zip(got[0], spans, strict=True))
         return got
 
     monkeypatch.setattr(_openai_scoring, "parse_prompt_logprobs", spy)
     remote = load_model(vllm_server.spec, scoring=scoring)
     prompts, spans, local = local_spans
-    if docs == 1:
-        prompts = [render_qa(q, p) for q, p in instances(6, 1)]
-        spans = [question_span(p, q) for p, (q, _) in zip(prompts, instances(6, 1), strict=True)]
+    if docs == 1:  # spans at tokens 80:88, 128:140, 203:211, 154:162, 120:131, 123:135
+        picked = [instances(23, 1)[k] for k in (0, 1, 2, 3, 19, 22)]
+        prompts = [render_qa(q, p) for q, p in picked]
+        spans = [question_span(p, q) for p, (q, _) in zip(prompts, picked, strict=True)]
         local = embedded_raw.score_spans(prompts, spans)
     for _ in range(2):  # forced: the second time reads the first's prefixes from vLLM's cache
         worst = close_scores(local, remote.score_spans(prompts, spans), SCORE_BOUND)
@@ -117,7 +120,10 @@ def test_score_spans_match_the_local_backend(
     sent, full = remote.usage.prompt_tokens, 2 * sum(map(embedded_raw.count_tokens, prompts))
     assert (sent < full) if scoring == "forced" else (sent == full), (sent, full)
     assert remote.usage.generated_tokens == 0 and remote.usage.lm_calls == 2 * len(prompts)
-    assert any(reads) if docs == 1 else not reads, reads
+    if docs == 10:
+        assert not reads, reads
+    else:  # the first pass forced (until a reply shows cached tokens), the second read
+        assert [got == n for got, n in reads] == [True, False, True, True, False, False], reads
 
 
 def test_convex_score_and_likelihood_selection_end_to_end(

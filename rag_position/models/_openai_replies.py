@@ -219,14 +219,16 @@ def parse_forced(data: Any, target: list[int]) -> tuple[list[float], Usage] | No
 
 def parse_prompt_logprobs(
     data: Any, prompts: list[list[int]], spans: list[tuple[int, int]]
-) -> tuple[list[list[float] | None], Usage]:
-    """Each span's token log-probabilities, from one reply of ``prompt_logprobs`` for the
-    token-id ``prompts`` (a choice each, by its ``index``), and the reply's usage.
+) -> tuple[list[list[float]], Usage]:
+    """Each span's token log-probabilities that the server computed, from one reply of
+    ``prompt_logprobs`` for the token-id ``prompts`` (a choice each, by its ``index``),
+    and the reply's usage.
 
-    Tokens ``a:b`` of prompt ``k`` for ``spans[k] == (a, b)``; None for a span with a
-    token the server did not compute, read from its prefix cache or the first after
-    it: ``rag-position serve``'s plugin leaves those entries as token 0 with 0.0, so a
-    span token whose entry is not its own id (or whose id is 0) has no value here."""
+    Tokens ``a:b`` of prompt ``k`` for ``spans[k] == (a, b)``, or the longest tail of them
+    the server computed: it computes nothing for the tokens it read from its prefix cache
+    nor for the first after them, which ``rag-position serve``'s plugin leaves as token 0
+    with 0.0; a span token whose entry is not its own id (or whose id is 0) has no value,
+    nor has any before it. A list shorter than ``b - a`` leaves its span's head to force."""
     usage = parse_usage(_object(data))
     choices = _object(data).get("choices")
     if not isinstance(choices, list) or len(choices) != len(prompts):
@@ -237,20 +239,21 @@ def parse_prompt_logprobs(
         if not is_int(index) or not 0 <= index < len(prompts) or index in by_index:
             raise Malformed(f"a choice's index is {_short(index)}: not one per prompt")
         by_index[index] = choice.get("prompt_logprobs")
-    out: list[list[float] | None] = []
+    out: list[list[float]] = []
     for k, (ids, (a, b)) in enumerate(zip(prompts, spans, strict=True)):
         entries = by_index[k]
         if not isinstance(entries, list) or len(entries) != len(ids):
             raise Malformed(
                 f"choice {k}'s 'prompt_logprobs' is {_short(entries)}, not {len(ids)} entries"
             )
-        owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) else None
-                for i in range(a, b)]  # fmt: skip
-        computed = [o for o in owns if isinstance(o, dict)]
-        if len(computed) < len(owns) or any(ids[i] == 0 for i in range(a, b)):
-            out.append(None)
-        else:  # a missing or bad value is malformed (_finite), never a KeyError
-            out.append(_finite([o.get("logprob") for o in computed], 0))
+        owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) and ids[i] != 0
+                else None for i in range(a, b)]  # fmt: skip
+        head = 0  # the span's tokens before its computed tail
+        for j, own in enumerate(owns):
+            if not isinstance(own, dict):
+                head = j + 1
+        # a missing or bad value is malformed (_finite), never a KeyError
+        out.append(_finite([o.get("logprob") for o in owns[head:]], 0))
     return out, usage
 
 

@@ -36,7 +36,7 @@ from rag_position.models._openai_replies import (
 )
 from rag_position.models.protocols import Span, SpanScore
 
-__all__ = ["FORCE_KEY", "SCORING_MODES", "SpanScoring", "Window"]
+__all__ = ["FORCE_KEY", "SCORING_MODES", "Left", "SpanScoring", "Window"]
 
 SCORING_MODES = ("auto", "forced", "echo")
 FORCE_KEY = "rag_position_force"  # the vllm_xargs key of rag_position_vllm.ForceTokens
@@ -54,6 +54,9 @@ Window = Callable[[], int | None]
 """The server's context window when asked (``None``: not reported)."""
 Placed = tuple[list[int], int, int]
 """A prompt's token ids (the server's) and its span's tokens ``a:b``."""
+Left = tuple[Placed, list[float]]
+"""A prompt :meth:`SpanScoring.read` left: where to force (its span's head, or all of it)
+and the values it read of the span's tail (none: all forced)."""
 
 
 class SpanScoring:
@@ -80,12 +83,18 @@ class SpanScoring:
         return self._http.model
 
     def score(
-        self, prompt: str, span: Span, index: int, window: Window, placed: Placed | None = None
+        self, prompt: str, span: Span, index: int, window: Window, left: Left | None = None
     ) -> tuple[SpanScore, Usage]:
         """The span's score on prompt ``index`` (checked by the caller), and its usage;
-        ``window()`` gives the server's context window where forcing needs it; ``placed``:
-        the prompt's tokens and span where :meth:`read` has placed them already."""
+        ``window()`` gives the server's context window where forcing needs it; ``left``:
+        what :meth:`read` left of this prompt (the tokens to force, the tail it read)."""
+        placed, tail = left or (None, [])
         forced = self._try_forced(prompt, span, index, window, placed)
+        if forced is not None and tail:  # the head forced, the tail read (the same prompt)
+            head, usage = forced
+            total = head.sum + math.fsum(tail)
+            n = head.n_tokens + len(tail)
+            return SpanScore(total / n, total, n), Usage(usage.prompt_tokens + len(tail), 0)
         if forced is not None:
             return forced
         reply = self._echo(prompt, index)
@@ -173,32 +182,37 @@ class SpanScoring:
 
     def read(
         self, jobs: Sequence[tuple[int, tuple[str, Span]]], window: Window, concurrency: int
-    ) -> tuple[dict[int, tuple[SpanScore, Usage]], dict[int, Placed]]:
+    ) -> tuple[dict[int, tuple[SpanScore, Usage]], dict[int, Left]]:
         """Spans scored from their prompts' log-probabilities, vLLM's prefix cache read:
         the prompts tokenized (``concurrency`` at a time), then sent as token ids up to
         the span's end, :data:`READ_BATCH` to a request. By prompt index, the scores and
-        the placed prompts left for :meth:`score` (a span under :data:`READ_MIN_SHARE` of
-        its tokens, or reaching the cached prefix); one not placed is left out of both."""
+        what is left for :meth:`score` to force: a span under :data:`READ_MIN_SHARE` of its
+        tokens, whole; a span whose head the cache held (its tokens up to a cached block's
+        end and the one after), that head, beside the tail's values. A prompt not placed is
+        left out of both."""
         tokenized = map_threads(
             partial(self._place, window=window), list(jobs), concurrency=concurrency
         )
-        placed: dict[int, Placed] = {}
+        left: dict[int, Left] = {}
         for (i, _), t in zip(jobs, tokenized, strict=True):
             if t is not None:
                 ids, a, b = t
-                placed[i] = ids[:b], a, b  # nothing after the span is sent (nor forced)
-        sent = [(i, t) for i, t in placed.items() if t[2] - t[1] >= READ_MIN_SHARE * t[2]]
+                left[i] = (ids[:b], a, b), []  # nothing after the span is sent (nor forced)
+        sent = [(i, p) for i, (p, _) in left.items() if p[2] - p[1] >= READ_MIN_SHARE * p[2]]
         batches = [sent[k : k + READ_BATCH] for k in range(0, len(sent), READ_BATCH)]
         read = map_threads(self._read_batch, batches, concurrency=concurrency)
         out: dict[int, tuple[SpanScore, Usage]] = {}
         for batch, values in zip(batches, read, strict=True):
-            for (i, (ids, _, _)), got in zip(batch, values, strict=True):
-                if got is not None:
+            for (i, (ids, a, b)), got in zip(batch, values, strict=True):
+                if len(got) == b - a:
                     out[i] = _score(got), Usage(len(ids), 0)
-                    del placed[i]
-        return out, placed
+                    del left[i]
+                elif got:  # force the head alone: its prompt ends where the tail starts
+                    end = b - len(got)
+                    left[i] = (ids[:end], a, end), got
+        return out, left
 
-    def _read_batch(self, batch: list[tuple[int, Placed]]) -> list[list[float] | None]:
+    def _read_batch(self, batch: list[tuple[int, Placed]]) -> list[list[float]]:
         prompts = [ids for _, (ids, _, _) in batch]
         body = {
             "model": self.name,

@@ -60,8 +60,8 @@ Two ways to score (``scoring=``):
   of a call are tokenized, then sent together as token ids up to each span's end in one
   request for their ``prompt_logprobs``, the cache read. A span takes these values
   where the server computed each of its tokens; one it read from its cache, or the
-  first after those, has none (the plugin leaves token 0 with 0.0 there), and such a
-  prompt is scored by forced generation.
+  first after those, has none (the plugin leaves token 0 with 0.0 there), and where a
+  span's head has none, the head alone is scored by forced generation.
 - ``"auto"`` (default): forced while the server forces, else echo from then on.
 
 Beside this module: the scoring requests (:mod:`._openai_scoring`), one request and a
@@ -96,7 +96,7 @@ from rag_position.models._openai_replies import (
 )
 from rag_position.models._openai_scoring import FORCE_KEY as FORCE_KEY
 from rag_position.models._openai_scoring import SCORING_MODES as SCORING_MODES
-from rag_position.models._openai_scoring import Placed, SpanScoring
+from rag_position.models._openai_scoring import Left, SpanScoring
 from rag_position.models.protocols import Span, SpanScore, check_generation, check_span
 from rag_position.passages import check_text
 
@@ -484,17 +484,17 @@ class OpenAICompatibleModel:
             check_text(prompt, f"prompt {i}")
         jobs = list(enumerate(zip(prompts, spans, strict=True)))
         read: dict[int, tuple[SpanScore, Usage]] = {}
-        placed: dict[int, Placed] = {}  # the prompts read() tokenized and left
+        left: dict[int, Left] = {}  # the prompts read() tokenized and left to force
         if self._scoring.reads:  # one request for all (the module doc), then what it left
             start = time.perf_counter()
-            read, placed = self._scoring.read(jobs, self._window, self.concurrency)
+            read, left = self._scoring.read(jobs, self._window, self.concurrency)
             self._meter.add(Cost(seconds=time.perf_counter() - start))
 
         def one(job: tuple[int, tuple[str, Span]]) -> tuple[SpanScore, Usage]:
             i, (prompt, span) = job
             if i in read:
                 return read[i]
-            return self._scoring.score(prompt, span, i, self._window, placed.get(i))
+            return self._scoring.score(prompt, span, i, self._window, left.get(i))
 
         return self._map(one, jobs)
 
