@@ -137,8 +137,7 @@ def test_what_real_servers_send_still_parses() -> None:
 
 def test_prompt_logprobs_are_taken_only_where_the_server_computed_them() -> None:
     """Three prompts' ``prompt_logprobs`` in one reply; the first ``read`` tokens came from the
-    cache, their entries and the next one's left as serve's plugin leaves them (token 0, 0.0):
-    a span's values are its computed tail, the head left to force."""
+    cache, their entries and the next one's left as serve's plugin leaves them (token 0, 0.0)."""
     own = [None] + [{str(5 + i): {"logprob": -1 / (5 + i)}} for i in range(1, 5)]
     zero = {"0": {"logprob": 0.0}}
 
@@ -149,9 +148,8 @@ def test_prompt_logprobs_are_taken_only_where_the_server_computed_them() -> None
     body = {"choices": [choice(3, 1), choice(2, 0), choice(1, 2)], "usage": {"prompt_tokens": 15}}
     ids, zero_id = [5, 6, 7, 8, 9], [5, 0, 7, 8, 9]  # token 0's own entry would look like a read
     values, usage = parse_prompt_logprobs(body, [ids, ids, zero_id], [(3, 5), (3, 5), (1, 5)])
-    # whole; its tail after a cached head; after token 0, whose entry may be a read's
-    assert values == [[-1 / 8, -1 / 9], [-1 / 9], [-1 / 7, -1 / 8, -1 / 9]]
-    assert usage.prompt_tokens == 15
+    v = [-1 / 7, -1 / 8, -1 / 9]  # whole; the tail after a cached head, or after token 0
+    assert (values, usage.prompt_tokens) == ([v[1:], v[2:], v], 15)
     short = {"index": 0, "prompt_logprobs": own[:4]}
     bare = {"index": 0, "prompt_logprobs": [None, {"6": {}}, *own[2:]]}  # no value: malformed
     for choices, says in [([choice(0, 1)], "index is 1: not one"), ([short], "not 5 entries"),

@@ -234,17 +234,19 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, object], step: str | None
 ) -> None:
     """Echo scoring computes a step's logits over the whole vocabulary: 2,048 tokens of
-    Gemma 3's 262,144 entries got vLLM's CPU worker killed for memory (measured)."""
+    Gemma 3's 262,144 entries got vLLM's CPU worker killed for memory (measured). And on a
+    CPU, 32-token KV blocks (a cache hit covers more of a passage's prefix)."""
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = f"hf:{tmp_path}"
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
     command = VLLMServer(spec, port=8123, vllm_python=PY).command()
-    flag = "--max-num-batched-tokens"
-    assert (command[command.index(flag) + 1] if flag in command else None) == step
-    given = VLLMServer(spec, port=8123, vllm_python=PY, extra_args=[f"{flag}=4096"]).command()
-    assert flag not in given and given[-1] == f"{flag}=4096"  # the user's, alone
+    for flag, want in (("--max-num-batched-tokens", step), ("--block-size", "32")):
+        assert (command[command.index(flag) + 1] if flag in command else None) == want
+        given = VLLMServer(spec, port=8123, vllm_python=PY, extra_args=[f"{flag}=64"]).command()
+        assert flag not in given and given[-1] == f"{flag}=64"  # the user's, alone
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
-    assert flag not in VLLMServer(spec, port=8123, vllm_python=PY).command()
+    command = VLLMServer(spec, port=8123, vllm_python=PY).command()
+    assert "--max-num-batched-tokens" not in command and "--block-size" not in command
 
 
 def test_on_a_cpu_the_loadable_compile_cache_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
