@@ -10,10 +10,10 @@ prefix cache (issue 41).
         --out benchmarks/results/reuse-replay.json
     OMP_NUM_THREADS=1 python benchmarks/reuse.py dev --queries 200 --bfloat16-questions 50 \\
         --cache-mb 2048 --out benchmarks/results/reuse-dev.json
-    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 100 --warmup 50 \\
-        --out benchmarks/results/reuse-served.json
-    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 100 --warmup 50 \\
-        --vllm-arg=--block-size=32 --out benchmarks/results/reuse-served-block32.json
+    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 300 --warmup 150 \\
+        --settings on off --out benchmarks/results/reuse-served-300.json
+    OMP_NUM_THREADS=1 python benchmarks/reuse.py served --queries 300 --warmup 150 \\
+        --settings on off --seed 1 --out benchmarks/results/reuse-served-300-seed1.json
 
 The pool: the distinct passages of the packaged dev file (1,967 of its 2,000 questions'
 gold passages). Each passage gets a popularity rank (a seeded shuffle of the pool) and
