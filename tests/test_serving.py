@@ -63,8 +63,7 @@ def test_the_command_passes_the_options_through() -> None:
     # the key reaches vLLM by its environment, never on the command line (`ps` shows that)
     assert env["VLLM_API_KEY"] == "s3cret" and "s3cret" not in joined
     assert (serving.PLUGIN_DIR / "rag_position_vllm.py").is_file()
-    free = VLLMServer("embedded", port=0, vllm_python=PY)  # port 0: a free one
-    free.command()
+    (free := VLLMServer("embedded", port=0, vllm_python=PY)).command()  # port 0: a free one
     assert free.port > 0 and f":{free.port}/v1/" in free.spec
     VLLMServer("embedded", extra_args=["--enforce-eager", "--max-num-seqs", "4"])  # unmanaged
 
@@ -233,9 +232,8 @@ def test_vllm_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
 def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, object], step: str | None
 ) -> None:
-    """Echo scoring computes a step's logits over the whole vocabulary: 2,048 tokens of
-    Gemma 3's 262,144 entries got vLLM's CPU worker killed for memory (measured). And on a
-    CPU, 32-token KV blocks (a cache hit covers more of a passage's prefix)."""
+    """Echo scoring computes a step's logits over the whole vocabulary: 2,048 tokens of Gemma
+    3's 262,144 entries got vLLM's CPU worker killed (measured). And 32-token KV blocks."""
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = f"hf:{tmp_path}"
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
@@ -245,8 +243,8 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
         given = VLLMServer(spec, port=8123, vllm_python=PY, extra_args=[f"{flag}=64"]).command()
         assert flag not in given and given[-1] == f"{flag}=64"  # the user's, alone
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
-    command = VLLMServer(spec, port=8123, vllm_python=PY).command()
-    assert "--max-num-batched-tokens" not in command and "--block-size" not in command
+    gpu = VLLMServer(spec, port=8123, vllm_python=PY).command()
+    assert not {"--max-num-batched-tokens", "--block-size"} & set(gpu), gpu
 
 
 def test_on_a_cpu_the_loadable_compile_cache_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
