@@ -253,7 +253,7 @@ def parse_prompt_logprobs(
             if not isinstance(own, dict):
                 head = j + 1
         # a missing or bad value is malformed (_finite), never a KeyError
-        out.append(_finite([o.get("logprob") for o in owns[head:]], 0))
+        out.append(_finite([o.get("logprob") for o in owns[head:] if isinstance(o, dict)], 0))
     return out, usage
 
 
