@@ -33,25 +33,20 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reuse import dev_pool, quantiles, run_header, write_report
-from serving import build_prompts
+from serving import build_prompts, timed
 
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.models import _openai_replies, _openai_scoring, load_model
 from rag_position.passages import Passage
 from rag_position.serving import VLLMServer
 from rag_position.strategies import select_and_place
-
-
-def timed(fn: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - start
 
 
 class HeadCounter:
@@ -106,10 +101,8 @@ def one_server(block: int, args: argparse.Namespace) -> dict[str, Any]:
         cold, held = [], []
         try:
             for question, again, passages in held_queries(args.queries):
-                for seconds, q in ((cold, question), (held, again)):
-                    start = time.perf_counter()
-                    select_and_place(q, passages, model)
-                    seconds.append(time.perf_counter() - start)
+                cold.append(timed(partial(select_and_place, question, passages, model))[1])
+                held.append(timed(partial(select_and_place, again, passages, model))[1])
         finally:
             _openai_scoring.parse_prompt_logprobs = counter._parse
         row["held"] = {

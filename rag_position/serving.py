@@ -422,13 +422,14 @@ class VLLMServer:
             # each reply's cached tokens: the backend reads the cache for prompt
             # log-probabilities only from a forcing server that reports them (this one)
             command.append("--enable-prompt-tokens-details")
-        if not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
-            step = None if _has_nvidia_gpu() else cpu_batch_tokens(vocab_size(folder))
+        cpu = not _has_nvidia_gpu()
+        if cpu and not given & {"--max-num-batched-tokens", "--no-enable-chunked-prefill"}:
+            step = cpu_batch_tokens(vocab_size(folder))
             if step is not None:  # the echo scoring's logits must fit a CPU's memory
                 command += ["--max-num-batched-tokens", str(step)]
-        if "--block-size" not in given and not _has_nvidia_gpu():
+        if cpu and "--block-size" not in given:
             # a prefix-cache hit covers whole blocks: 160 of a 177-token passage prefix
-            # with 32-token blocks, 128 with the CPU's 128; answers as fast (docs/models.md)
+            # with 32-token blocks, 128 with the CPU's 128; answers 2.7% slower (docs/models.md)
             command += ["--block-size", str(CPU_BLOCK_SIZE)]
         return command + self.extra_args
 

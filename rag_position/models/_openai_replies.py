@@ -248,10 +248,8 @@ def parse_prompt_logprobs(
             )
         owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) and ids[i] != 0
                 else None for i in range(a, b)]  # fmt: skip
-        head = 0  # the span's tokens before its computed tail
-        for j, own in enumerate(owns):
-            if not isinstance(own, dict):
-                head = j + 1
+        # the span's tokens before its computed tail
+        head = max((j + 1 for j, own in enumerate(owns) if not isinstance(own, dict)), default=0)
         # a missing or bad value is malformed (_finite), never a KeyError
         out.append(_finite([o.get("logprob") for o in owns[head:] if isinstance(o, dict)], 0))
     return out, usage
