@@ -12,7 +12,8 @@ log-likelihoods (SmolLM2, each chunk alone, as ``select_and_place`` scores them)
 answer (the chunk as the reader's prompt shows it, title included). ``report`` prints, for
 each weight ``w``, how often the fused top chunk holds an answer, its wins and losses
 against MiniLM's top chunk (sign test), and what ``mass=0.9`` of the fused posterior keeps;
-then how often each signal's top n chunks hold an answer, n = 1 to 4.
+then how often each signal's top n chunks hold an answer, n = 1 to 4; then MiniLM at the
+count ``mass`` keeps, question by question.
 Answer-holding is the reader-free measure of a selection: no reader runs here.
 """  # noqa: E501
 
@@ -121,6 +122,31 @@ def top_n_holds(path: Path, counts: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict
     ]  # fmt: skip
 
 
+def count_matched(path: Path, masses: tuple[float, ...] = (0.9, 0.99)) -> list[dict[str, Any]]:
+    """Each question's count set by ``select_and_place``'s rule (``mass``), and MiniLM's top
+    chunks at that same count: how often each kept set holds an answer, and the paired
+    wins and losses of the likelihood's set (an equal count per question, not one for all)."""
+    from rag_position.eval.engine.stats import sign_test
+
+    rows = json.loads(path.read_text())["rows"]
+    table = []
+    for mass in masses:
+        ours, theirs, counts = [], [], []
+        for row in rows:
+            kept = mass_kept(np.asarray(row["log_likelihood"]), mass)
+            closest = np.argsort(-np.asarray(row["cosine"]), kind="stable")[: len(kept)]
+            ours.append(any(row["holds_answer"][i] for i in kept))
+            theirs.append(any(row["holds_answer"][int(i)] for i in closest))
+            counts.append(len(kept))
+        wins = sum(a and not b for a, b in zip(ours, theirs, strict=True))
+        losses = sum(b and not a for a, b in zip(ours, theirs, strict=True))
+        table.append({"mass": mass, "kept": float(np.mean(counts)),
+                      "likelihood_holds": float(np.mean(ours)),
+                      "minilm_holds": float(np.mean(theirs)),
+                      "wins": wins, "losses": losses, "p": sign_test(wins, losses)})  # fmt: skip
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -147,6 +173,14 @@ def main() -> None:
     print("| --- | --- | --- |")
     for t in top_n_holds(args.path):
         print(f"| {t['n']} | {t['log_likelihood']:.3f} | {t['cosine']:.3f} |")
+    print("\n| mass | chunks kept (mean) | an answer kept: likelihood / MiniLM at the same count "
+          "| wins / losses (p) |")  # fmt: skip
+    print("| --- | --- | --- | --- |")
+    for t in count_matched(args.path):
+        print(
+            f"| {t['mass']} | {t['kept']:.2f} | {t['likelihood_holds']:.3f} / "
+            f"{t['minilm_holds']:.3f} | {t['wins']} / {t['losses']} ({t['p']:.2f}) |"
+        )
 
 
 if __name__ == "__main__":
