@@ -3,6 +3,8 @@ to scoring, and to a query whose passages the prefix cache holds (issue 41).
 
     OMP_NUM_THREADS=1 python benchmarks/serve_blocks.py --block-sizes 128 32 --repeats 2 \\
         --out benchmarks/results/serve-blocks.json
+    OMP_NUM_THREADS=1 python benchmarks/serve_blocks.py --block-sizes 32 \\
+        --spin-seconds vllm 0.05 0.005 --repeats 2 --out benchmarks/results/serve-spin.json
 
 Each repeat starts one fresh server per block size, in turn (128, 32, 128, 32: a shared
 machine's load drifts, so the sizes alternate), ``VLLMServer("embedded",
@@ -18,6 +20,10 @@ dtype=bfloat16)`` with ``--block-size`` (``serve``'s other defaults), and on it:
 - ``held``: ``--queries`` ``select_and_place`` queries of ten dev passages each, cold;
   then each again with another question: every passage's prefix held by the cache.
   The seconds of each, and the spans whose head the cache held (forced).
+
+``--spin-seconds`` crosses each block size with values of ``RAG_POSITION_VLLM_SPIN_SECONDS``
+(``vllm``: empty, vLLM's own 1 s spin; ``serve`` sets 0.005 on a CPU): how long vLLM's
+processes busy-loop after a message, which should not change the server's speed.
 
 The answers come first (their chat-formatted prompts share no prefix with the raw
 scoring prompts, nor the two scoring sets with each other). Warm-ups outside the
@@ -45,7 +51,7 @@ from serving import build_prompts, timed
 from rag_position.data import ORACLE_FILE, default_data_dir, load_qa
 from rag_position.models import _openai_replies, _openai_scoring, load_model
 from rag_position.passages import Passage
-from rag_position.serving import VLLMServer
+from rag_position.serving import SPIN_ENV, VLLMServer
 from rag_position.strategies import select_and_place
 
 
@@ -73,12 +79,22 @@ def held_queries(n: int) -> list[tuple[str, str, list[Passage]]]:
     ]
 
 
-def one_server(block: int, args: argparse.Namespace) -> dict[str, Any]:
+def one_server(block: int, spin: str | None, args: argparse.Namespace) -> dict[str, Any]:
     prompts, spans = build_prompts(2 * args.prompts + 1)
     warm = (prompts.pop(), spans.pop())
     extra = [f"--block-size={block}"]
-    row: dict[str, Any] = {"block_size": block}
-    with VLLMServer("embedded", port=0, dtype="bfloat16", extra_args=extra) as server:
+    row: dict[str, Any] = {"block_size": block, "spin_seconds": spin}
+    given = os.environ.pop(SPIN_ENV, None)
+    if spin is not None:
+        os.environ[SPIN_ENV] = "" if spin == "vllm" else spin
+    server = VLLMServer("embedded", port=0, dtype="bfloat16", extra_args=extra)
+    try:
+        server.start()
+    finally:
+        os.environ.pop(SPIN_ENV, None)
+        if given is not None:
+            os.environ[SPIN_ENV] = given
+    with server:
         model = load_model(server.spec, concurrency=args.concurrency, scoring="forced")
         model.generate([warm[0]], max_new_tokens=4)
         model.score_spans([warm[0]], [warm[1]])  # a forced reply: the backend may read now
@@ -115,12 +131,17 @@ def one_server(block: int, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
-def summary(rows: Sequence[dict[str, Any]], blocks: Sequence[int]) -> dict[str, Any]:
-    """Per block size: the median over repeats of each timing."""
+def label(block: int, spin: str | None) -> str:
+    """A setting's key in the summary: ``"32"``, or ``"32, spin 0.05"``."""
+    return str(block) if spin is None else f"{block}, spin {spin}"
+
+
+def summary(rows: Sequence[dict[str, Any]], settings: Sequence[tuple[int, Any]]) -> dict[str, Any]:
+    """Per setting (block size, spin): the median over repeats of each timing."""
     out: dict[str, Any] = {}
-    for block in blocks:
-        mine = [r for r in rows if r["block_size"] == block]
-        out[str(block)] = {
+    for block, spin in settings:
+        mine = [r for r in rows if (r["block_size"], r["spin_seconds"]) == (block, spin)]
+        out[label(block, spin)] = {
             "answers_seconds": statistics.median(r["answers"]["seconds"] for r in mine),
             "forced_scoring_seconds": statistics.median(
                 r["scoring"]["forced_seconds"] for r in mine
@@ -141,6 +162,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--block-sizes", type=int, nargs="+", default=[128, 32])
+    parser.add_argument(
+        "--spin-seconds",
+        nargs="+",
+        default=None,
+        help=f"{SPIN_ENV} values to compare (vllm: vLLM's own; default: serve's)",
+    )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=24, help="ten-passage prompts")
     parser.add_argument("--max-new-tokens", type=int, default=32)
@@ -150,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
-    rows = [one_server(b, args) for _ in range(args.repeats) for b in args.block_sizes]
+    settings = [(b, s) for b in args.block_sizes for s in (args.spin_seconds or [None])]
+    rows = [one_server(b, s, args) for _ in range(args.repeats) for b, s in settings]
     report = {
         **run_header(
             "vLLM block size through serve: answers, scoring, held passages",
@@ -161,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ),
         "prompts": args.prompts,
         "max_new_tokens": args.max_new_tokens,
-        "summary": summary(rows, args.block_sizes),
+        "summary": summary(rows, settings),
         "runs": rows,
     }
     return write_report(args.out, report)

@@ -70,6 +70,13 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 CPU_BLOCK_SIZE = 32
 """vLLM's KV block size on a machine without an NVIDIA GPU, unless ``--block-size`` is
 given (vLLM's CPU default is 128; its CPU attention takes multiples of 32)."""
+SPIN_ENV = "RAG_POSITION_VLLM_SPIN_SECONDS"
+CPU_SPIN_SECONDS = "0.005"
+"""On a machine without an NVIDIA GPU, how long vLLM's processes busy-loop on their queues
+after a message before they sleep (the plugin's ``idle_spin``; vLLM's own is 1 s, during
+which each of two processes holds a core), unless the environment sets ``SPIN_ENV`` (empty:
+vLLM's own). Read by the plugin, which ``force_tokens`` (the default) puts on the server's
+path; docs/serving.md, "vLLM's idle spin"."""
 
 MANAGED_FLAGS = {  # vLLM flags VLLMServer sets: what to use instead of passing them through
     "--model": "use --model",
@@ -449,6 +456,7 @@ class VLLMServer:
             # (about a minute); its older compile cache loads: 36.5 s a start against 67 s
             # on an idle 2-core CPU (benchmarks/serve_start.py, docs/serving.md).
             env.setdefault("VLLM_USE_AOT_COMPILE", "0")
+            env.setdefault(SPIN_ENV, CPU_SPIN_SECONDS)  # read by the plugin (PYTHONPATH)
             if (os.cpu_count() or 1) <= 2:
                 # vLLM keeps one core for its API server by default, which on a 2-core
                 # machine halves the compute: measured 0.95 s a 1,200-token prefill on

@@ -247,17 +247,20 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
     assert not {"--max-num-batched-tokens", "--block-size"} & set(gpu), gpu
 
 
-def test_on_a_cpu_the_loadable_compile_cache_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    """vLLM 0.32's AOT artifacts never load on the CPU, so each start recompiled (about a
-    minute); its older cache does. The served tests' logs check that it loads."""
-    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+@pytest.mark.parametrize(
+    ("name", "value"), [("VLLM_USE_AOT_COMPILE", "0"), (serving.SPIN_ENV, serving.CPU_SPIN_SECONDS)]
+)
+def test_the_cpu_environment(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    """vLLM 0.32's AOT artifacts never load on a CPU (each start recompiled), its older cache
+    does; its queues spin a core each for 1 s after a message. Served tests' logs check both."""
+    monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
-    assert VLLMServer("embedded").environment()["VLLM_USE_AOT_COMPILE"] == "0"
-    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")  # the user's choice stands
-    assert VLLMServer("embedded").environment()["VLLM_USE_AOT_COMPILE"] == "1"
-    monkeypatch.delenv("VLLM_USE_AOT_COMPILE")
+    assert VLLMServer("embedded").environment()[name] == value
+    monkeypatch.setenv(name, "1")  # the user's choice stands
+    assert VLLMServer("embedded").environment()[name] == "1"
+    monkeypatch.delenv(name)
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: True)
-    assert "VLLM_USE_AOT_COMPILE" not in VLLMServer("embedded").environment()
+    assert name not in VLLMServer("embedded").environment()
 
 
 def test_a_config_the_bounded_reader_refuses_gives_no_vocabulary(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """A vLLM logits processor that forces a request's output to given token ids, and a
-plugin that lets a request for prompt log-probabilities read the prefix cache (:func:`register`).
+plugin that lets a request for prompt log-probabilities read the prefix cache (:func:`register`)
+and, where ``serve`` asks, shortens vLLM's busy-looping when idle (:func:`idle_spin`).
 
 Loaded into the vLLM server that ``rag-position serve`` starts (``--logits-processors
 rag_position_vllm:ForceTokens``; this folder is the server's ``PYTHONPATH``). It imports
@@ -124,3 +125,49 @@ def register() -> None:
     get_skip_reading_prefix_cache.rag_position = True  # type: ignore[attr-defined]
     Request.get_skip_reading_prefix_cache = get_skip_reading_prefix_cache
     LogprobsTensors.empty_cpu = staticmethod(zeroed_cpu)
+    idle_spin()
+
+
+# ---------------------------------------------------------------- idle spinning
+SPIN_ENV = "RAG_POSITION_VLLM_SPIN_SECONDS"
+RECHECK_MS = 5
+
+
+def idle_spin() -> None:
+    """With ``RAG_POSITION_VLLM_SPIN_SECONDS`` set (``serve`` sets it on a CPU), how long a
+    reader of vLLM's shared-memory queues keeps busy-looping after its last message
+    before it sleeps on its socket; vLLM's own is 1 second (``SpinCondition``,
+    ``vllm/distributed/device_communicators/shm_broadcast.py``). On a CPU the worker and
+    the engine core each hold a core that long after every request, so a scorer or
+    anything else on the machine that starts within the second runs on what is left.
+
+    A sleeping reader is woken by a notification that vLLM may lose (it re-reads its
+    queue every 5 s for that reason: with a 0 s spin alone, 24 answers took 246 s against
+    31 s), so a reader that sleeps here re-reads every ``RECHECK_MS`` milliseconds.
+    Unset or empty: vLLM's values, untouched."""
+    import logging
+    import os
+
+    from vllm.distributed.device_communicators import shm_broadcast
+
+    value = os.environ.get(SPIN_ENV, "")
+    if not value:
+        return
+    seconds = float(value)
+    if not 0 <= seconds < 60:
+        raise ValueError(f"{SPIN_ENV} must be seconds in [0, 60), got {value!r}")
+    init = shm_broadcast.SpinCondition.__init__
+    if init.__defaults__ not in ((1,), (seconds,)) or not isinstance(
+        getattr(shm_broadcast, "SHM_READER_RECHECK_INTERVAL_MS", None), int
+    ):
+        return  # another vLLM: not the code read here
+    init.__defaults__ = (seconds,)
+    shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS = min(
+        RECHECK_MS, shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS
+    )
+    logging.getLogger("vllm.rag_position_vllm").info(
+        "rag_position_vllm: queues busy-loop %g s before sleeping, re-read every %d ms (%s)",
+        seconds,
+        shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS,
+        SPIN_ENV,
+    )
