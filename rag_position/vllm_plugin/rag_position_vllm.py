@@ -148,24 +148,32 @@ def idle_spin() -> None:
     import logging
     import os
 
-    from vllm.distributed.device_communicators import shm_broadcast
-
     value = os.environ.get(SPIN_ENV, "")
     if not value:
         return
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
     if not 0 <= seconds < 60:
         raise ValueError(f"{SPIN_ENV} must be seconds in [0, 60), got {value!r}")
-    init = shm_broadcast.SpinCondition.__init__
-    if init.__defaults__ not in ((1,), (seconds,)) or not isinstance(
-        getattr(shm_broadcast, "SHM_READER_RECHECK_INTERVAL_MS", None), int
-    ):
-        return  # another vLLM: not the code read here
-    init.__defaults__ = (seconds,)
-    shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS = min(
-        RECHECK_MS, shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS
-    )
-    logging.getLogger("vllm.rag_position_vllm").info(
+    log = logging.getLogger("vllm.rag_position_vllm")
+    try:
+        from vllm.distributed.device_communicators import shm_broadcast
+    except ImportError:
+        shm_broadcast = None
+    condition = getattr(shm_broadcast, "SpinCondition", None)
+    recheck = getattr(shm_broadcast, "SHM_READER_RECHECK_INTERVAL_MS", None)
+    if (
+        condition is None
+        or getattr(condition.__init__, "__defaults__", None) not in ((1,), (seconds,))
+        or not isinstance(recheck, int)
+    ):  # another vLLM: not the code read here
+        log.warning("rag_position_vllm: %s not applied: this vLLM's queues differ", SPIN_ENV)
+        return
+    condition.__init__.__defaults__ = (seconds,)
+    shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS = min(RECHECK_MS, recheck)
+    log.info(
         "rag_position_vllm: queues busy-loop %g s before sleeping, re-read every %d ms (%s)",
         seconds,
         shm_broadcast.SHM_READER_RECHECK_INTERVAL_MS,
