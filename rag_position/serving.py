@@ -74,7 +74,7 @@ SPIN_ENV = "RAG_POSITION_VLLM_SPIN_SECONDS"
 CPU_SPIN_SECONDS = "0.005"
 """On a machine without an NVIDIA GPU, how long vLLM's processes busy-loop on their queues
 after a message before they sleep (the plugin's ``idle_spin``; vLLM's own is 1 s, during
-which each of two processes holds a core), unless the environment sets ``SPIN_ENV`` (empty:
+which its waiting worker holds a core), unless the environment sets ``SPIN_ENV`` (empty:
 vLLM's own). Read by the plugin, which ``force_tokens`` (the default) puts on the server's
 path; docs/serving.md, "vLLM's idle spin"."""
 

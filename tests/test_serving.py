@@ -252,7 +252,7 @@ def test_a_large_vocabulary_gets_short_steps_on_a_cpu(
 )
 def test_the_cpu_environment(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     """vLLM 0.32's AOT artifacts never load on a CPU (each start recompiled), its older cache
-    does; its queues spin a core each for 1 s after a message. Served tests' logs check both."""
+    does; its worker spins a core for 1 s after a message. Served tests' logs check both."""
     monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(serving, "_has_nvidia_gpu", lambda: False)
     assert VLLMServer("embedded").environment()[name] == value
