@@ -81,25 +81,29 @@ def mass_kept(scores: np.ndarray, mass: float = 0.9) -> list[int]:
     return ranked[: kept_count(shares, ranked, mass, None)]
 
 
-def report(path: Path) -> list[dict[str, Any]]:
-    """The table ``report`` prints, one dict per weight."""
+def paired(ours: list[bool], theirs: list[bool]) -> dict[str, Any]:
+    """Questions where only ``ours`` holds an answer (wins), only ``theirs`` (losses), and
+    the sign test's p."""
     from rag_position.eval.engine.stats import sign_test
 
+    wins = sum(a and not b for a, b in zip(ours, theirs, strict=True))
+    losses = sum(b and not a for a, b in zip(ours, theirs, strict=True))
+    return {"wins": wins, "losses": losses, "p": sign_test(wins, losses)}
+
+
+def report(path: Path) -> list[dict[str, Any]]:
+    """The table ``report`` prints, one dict per weight."""
     rows = json.loads(path.read_text())["rows"]
     closest = [bool(r["holds_answer"][int(np.argmax(r["cosine"]))]) for r in rows]
     table = []
     for weight in WEIGHTS:
         top = [bool(r["holds_answer"][int(np.argmax(fused(r, weight)))]) for r in rows]
         kept = [mass_kept(fused(r, weight)) for r in rows]
-        wins = sum(a and not b for a, b in zip(top, closest, strict=True))
-        losses = sum(b and not a for a, b in zip(top, closest, strict=True))
         table.append({
             "weight": weight,
             "top1_holds": float(np.mean(top)),
             "minilm_top1_holds": float(np.mean(closest)),
-            "wins": wins,
-            "losses": losses,
-            "p": sign_test(wins, losses),
+            **paired(top, closest),
             "mass_kept": float(np.mean([len(k) for k in kept])),
             "mass_holds": float(np.mean([any(r["holds_answer"][i] for i in k)
                                          for r, k in zip(rows, kept, strict=True)])),
@@ -126,8 +130,6 @@ def count_matched(path: Path, masses: tuple[float, ...] = (0.9, 0.99)) -> list[d
     """Each question's count set by ``select_and_place``'s rule (``mass``), and MiniLM's top
     chunks at that same count: how often each kept set holds an answer, and the paired
     wins and losses of the likelihood's set (an equal count per question, not one for all)."""
-    from rag_position.eval.engine.stats import sign_test
-
     rows = json.loads(path.read_text())["rows"]
     table = []
     for mass in masses:
@@ -138,12 +140,9 @@ def count_matched(path: Path, masses: tuple[float, ...] = (0.9, 0.99)) -> list[d
             ours.append(any(row["holds_answer"][i] for i in kept))
             theirs.append(any(row["holds_answer"][int(i)] for i in closest))
             counts.append(len(kept))
-        wins = sum(a and not b for a, b in zip(ours, theirs, strict=True))
-        losses = sum(b and not a for a, b in zip(ours, theirs, strict=True))
         table.append({"mass": mass, "kept": float(np.mean(counts)),
                       "likelihood_holds": float(np.mean(ours)),
-                      "minilm_holds": float(np.mean(theirs)),
-                      "wins": wins, "losses": losses, "p": sign_test(wins, losses)})  # fmt: skip
+                      "minilm_holds": float(np.mean(theirs)), **paired(ours, theirs)})  # fmt: skip
     return table
 
 
