@@ -21,7 +21,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableWithFallbacks
+from langchain_core.runnables.base import RunnableBindingBase
 from pydantic import BaseModel, Field
 
 from langchain_rag_position.chat_models import GENERATOR_FORMS, ChatRagPosition
@@ -176,20 +177,11 @@ class LangChainGenerator(core.AdaptedGenerator):
     def configured(
         self, max_new_tokens: int, temperature: float, seed: int | None
     ) -> Runnable[Any, Any]:
-        """The model with the generation settings this call asks for (a shallow copy)."""
-        fields = getattr(type(self.llm), "model_fields", {})
-        update: dict[str, Any] = {}
-        token_field = next((f for f in _MAX_TOKEN_FIELDS if f in fields), None)
-        if token_field is not None:
-            update[token_field] = max_new_tokens
-        if "temperature" in fields:
-            update["temperature"] = temperature
-        if seed is not None and "seed" in fields:
-            update["seed"] = seed
-        if not update:
-            return self.llm
-        copied: Runnable[Any, Any] = self.llm.model_copy(update=update)  # type: ignore[attr-defined]
-        return copied
+        """The model with the generation settings this call asks for (a shallow copy); in a
+        wrapper (``bind``, ``with_config``, ``with_retry``, ``with_fallbacks``) the model it
+        wraps is the one copied, and the wrapper kept around the copy."""
+        settings = {"temperature": temperature, **({} if seed is None else {"seed": seed})}
+        return _with_settings(self.llm, max_new_tokens, settings)
 
     def complete_all(self, prompts: list[str], options: core.GenerationOptions) -> list[str]:
         """The prompts through the configured model's ``batch``."""
@@ -199,6 +191,31 @@ class LangChainGenerator(core.AdaptedGenerator):
             config["max_concurrency"] = self.max_concurrency
         outputs = model.batch(prompts, config or None, stop=options.stop or None)  # type: ignore[arg-type]
         return [output_text(o) for o in outputs]
+
+
+def _with_settings(
+    llm: Runnable[Any, Any], max_new_tokens: int, settings: dict[str, Any]
+) -> Runnable[Any, Any]:
+    """``llm``, or a copy of it (or of the model inside its wrappers) with the token limit
+    and ``settings`` set on the fields the model has; unchanged when it has none."""
+    if isinstance(llm, RunnableBindingBase):
+        return llm.model_copy(update={"bound": _with_settings(llm.bound, max_new_tokens, settings)})
+    if isinstance(llm, RunnableWithFallbacks):
+        return llm.model_copy(
+            update={
+                "runnable": _with_settings(llm.runnable, max_new_tokens, settings),
+                "fallbacks": [_with_settings(f, max_new_tokens, settings) for f in llm.fallbacks],
+            }
+        )
+    fields = getattr(type(llm), "model_fields", {})
+    update = {name: value for name, value in settings.items() if name in fields}
+    token_field = next((f for f in _MAX_TOKEN_FIELDS if f in fields), None)
+    if token_field is not None:
+        update[token_field] = max_new_tokens
+    if not update:
+        return llm
+    copied: Runnable[Any, Any] = llm.model_copy(update=update)  # type: ignore[attr-defined]
+    return copied
 
 
 def output_text(output: Any) -> str:

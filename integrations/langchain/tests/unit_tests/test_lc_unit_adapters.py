@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -131,9 +132,13 @@ def test_generator_resolution() -> None:
     assert via_binding.generate(["q"], stop=["."]) == ["Paris"]
 
 
-def test_langchain_generator_sets_fields_on_a_copy_and_stops() -> None:
+WRAPS = [lambda m: m, lambda m: m.bind(foo=1).with_retry(), lambda m: m.with_fallbacks([m])]
+
+
+@pytest.mark.parametrize("wrap", WRAPS)  # a wrapper's model is the one copied
+def test_langchain_generator_sets_fields_on_a_copy_and_stops(wrap: Callable[..., Any]) -> None:
     model = FieldsChatModel(responses=["Paris. Then more", "Rome"])
-    gen = LangChainGenerator(model, max_concurrency=1)
+    gen = LangChainGenerator(wrap(model), max_concurrency=1)
     out = gen.generate(["q1", "q2"], max_new_tokens=5, temperature=0.0, seed=3, stop=["."])
     assert out == ["Paris", "Rome"]
     assert model.seen == [(5, 0.0, 3), (5, 0.0, 3)]
