@@ -136,7 +136,9 @@ class PositionProfile:
             raise ValueError(f"position profile file {where!r}: {exc}") from None
 
 
-ProfileLike: TypeAlias = PositionProfile | str | os.PathLike[str] | Sequence[float]
+ProfileLike: TypeAlias = (
+    PositionProfile | str | os.PathLike[str] | Sequence[float] | Mapping[str, Any]
+)
 """A profile, the path of its JSON file, or its values per position."""
 
 
@@ -212,7 +214,8 @@ def estimate_profile(
 
 
 def as_profile(profile: ProfileLike) -> PositionProfile:
-    """A profile, one loaded from its JSON file, or one from a list of values per position.
+    """A profile, one loaded from its JSON file, one from a list of values per position, or
+    one from its :meth:`PositionProfile.to_dict` record (as a serialised component holds it).
 
     Example:
         >>> as_profile([0.17, 0.12, 0.40]).ranking()
@@ -222,14 +225,16 @@ def as_profile(profile: ProfileLike) -> PositionProfile:
         return profile
     if isinstance(profile, (str, os.PathLike)):
         return PositionProfile.load(profile)
+    if isinstance(profile, Mapping):
+        return PositionProfile.from_dict(profile)
     if isinstance(profile, Sequence) and not isinstance(profile, bytes):
         values: list[Any] = list(profile)
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             raise TypeError(f"a profile given as a list must hold numbers, got {values!r}")
         return PositionProfile(tuple(float(v) for v in values), source="eval")
     raise TypeError(
-        "`profile` must be a PositionProfile, the path of its JSON file, or a list of "
-        f"values per position; got {type(profile).__name__}"
+        "`profile` must be a PositionProfile, the path of its JSON file, a list of values "
+        f"per position, or a PositionProfile.to_dict() record; got {type(profile).__name__}"
     )
 
 

@@ -29,10 +29,12 @@ class ListRetriever(BaseRetriever):
     def __init__(self, nodes: list[NodeWithScore]) -> None:
         self.nodes = nodes
         self.queries: list[str] = []
+        self.bundles: list[QueryBundle] = []
         super().__init__()
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         self.queries.append(query_bundle.query_str)
+        self.bundles.append(query_bundle)
         return self.nodes
 
 

@@ -85,8 +85,9 @@ def test_fact_engine_with_the_embedding_model(
     li_index: VectorStoreIndex, li_llm: Any, li_embed_model: Any
 ) -> None:
     options = {"max_iterations": 1, "top_k": 1, "answer_max_new_tokens": 12}
+    read_back = type(li_embed_model).from_json(li_embed_model.to_json())  # loads its spec
     engine = FactQueryEngine.from_index(
-        li_index, llm=li_llm, embed_model=li_embed_model, similarity_top_k=3, **options
+        li_index, llm=li_llm, embed_model=read_back, similarity_top_k=3, **options
     )
     info = engine.query(QUESTION).metadata[METADATA_KEY]
     assert info["facts"] == ["Hamlet is a tragedy written by William Shakespeare around 1600."]

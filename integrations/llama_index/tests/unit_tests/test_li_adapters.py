@@ -133,6 +133,10 @@ REFUSED: dict[tuple[type[Exception], str | None], list[Callable[[], Any]]] = {
         lambda: RagPositionLLM(LLM),
     ],
     (ValueError, "load_kwargs"): [lambda: RagPositionLLM(EchoModel(), load_kwargs={"dtype": "f"})],
+    (TypeError, "serialised around a model object"): [  # its dict cannot hold the object
+        lambda: RagPositionLLM.from_dict(RagPositionLLM(EchoModel()).to_dict()),
+        lambda: RagPositionEmbedding.from_json(RagPositionEmbedding(WordEmbedder(["a"])).to_json()),
+    ],
     (TypeError, "wraps a rag-position Embedder"): [
         lambda: RagPositionEmbedding(MockEmbedding(embed_dim=3))
     ],

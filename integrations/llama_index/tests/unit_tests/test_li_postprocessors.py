@@ -272,4 +272,7 @@ def test_serialisation_keeps_spec_strings() -> None:
     ).to_dict()  # fmt: skip
     assert data["class_name"] == "RagPositionPassageLikelihoodReorder"
     assert data["scorer"] == "embedded" and data["placement"] == "profile"
-    assert isinstance(data["profile"], dict)  # the profile as JSON data
+    assert isinstance(data["profile"], dict)  # the profile as JSON data, and read back:
+    for made in (PassageLikelihoodReorder.from_dict(data), ProfileReorder.from_json(
+            ProfileReorder(profile=PositionProfile((0.1, 0.9))).to_json())):  # fmt: skip
+        assert made.to_dict()["profile"]["values"] in ([0.1, 0.9, 0.2], [0.1, 0.9])

@@ -20,7 +20,7 @@ from li_testkit import (
 )
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.llms import MockLLM
-from llama_index.core.schema import MetadataMode
+from llama_index.core.schema import MetadataMode, QueryBundle
 from llama_index.postprocessor.rag_position import (
     METADATA_KEY,
     ConvexScoreReorder,
@@ -186,9 +186,11 @@ def test_async_queries_match_sync() -> None:
             ),
         ]
 
+    bundle = QueryBundle(QUESTION, embedding=[0.5], custom_embedding_strs=["Hamlet"])
     for sync_engine, async_engine in zip(engines(), engines(), strict=True):
-        expected = sync_engine.query(QUESTION)
-        got = asyncio.run(async_engine.aquery(QUESTION))
+        expected = sync_engine.query(bundle)  # the caller's bundle is what the retriever gets
+        got = asyncio.run(async_engine.aquery(bundle))
+        assert sync_engine.retriever.bundles[-1] is bundle is async_engine.retriever.bundles[-1]
         assert got.response == expected.response
         assert node_ids(got.source_nodes) == node_ids(expected.source_nodes)
         a, b = got.metadata[METADATA_KEY], expected.metadata[METADATA_KEY]

@@ -282,6 +282,24 @@ class LlamaIndexEmbedder:
 
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
+def _serialised_model(who: str, model: Any, data: dict[str, Any], *derived: str) -> Any:
+    """The model to load: ``data``'s ``spec`` where ``data`` is a serialised component's
+    (``from_dict``/``from_json``: it holds ``spec``), else ``model``; ``derived`` keys (read
+    from the model) leave ``data``. A component serialised around a model object, which
+    its dict does not hold, is a ``TypeError`` naming it, not a silent other model."""
+    if "spec" not in data:
+        return model
+    spec = data.pop("spec")
+    for key in derived:
+        data.pop(key, None)
+    if spec is None:
+        raise TypeError(
+            f"this {who} was serialised around a model object, which its dict does not hold; "
+            f"build it again from the object: {who}(model_object, ...)"
+        )
+    return spec
+
+
 class RagPositionLLM(CustomLLM):
     """A LlamaIndex ``CustomLLM`` over a rag-position model (``load_model`` result or spec).
 
@@ -309,6 +327,12 @@ class RagPositionLLM(CustomLLM):
     context_window: int = Field(
         default=2048, gt=0, description="The model's context window in tokens (read from it)."
     )
+    spec: str | None = Field(
+        default=None, description="The spec string the model was loaded from (None: an object)."
+    )
+    load_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="load_model keyword arguments (spec strings only)."
+    )
     _model: Any = PrivateAttr()
 
     def __init__(
@@ -321,6 +345,7 @@ class RagPositionLLM(CustomLLM):
         load_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        model = _serialised_model(type(self).__name__, model, kwargs, "model_name")
         if isinstance(model, str):
             check_spec(model, "model")
             loaded = load_model(model, **dict(load_kwargs or {}))
@@ -341,6 +366,8 @@ class RagPositionLLM(CustomLLM):
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             seed=seed,
+            spec=model if isinstance(model, str) else None,
+            load_kwargs=dict(load_kwargs or {}),
             **kwargs,
         )
         self._model = loaded
@@ -423,6 +450,12 @@ class RagPositionEmbedding(BaseEmbedding):
         384
     """
 
+    spec: str | None = Field(
+        default=None, description="The spec string the embedder was loaded from (None: an object)."
+    )
+    load_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
+    )
     _embedder: Any = PrivateAttr()
 
     def __init__(
@@ -432,6 +465,7 @@ class RagPositionEmbedding(BaseEmbedding):
         load_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        embedder = _serialised_model(type(self).__name__, embedder, kwargs)
         if isinstance(embedder, str):
             if not embedder.strip():
                 raise ModelSpecError(f"the embedder spec is empty; {EMBEDDER_HELP}")
@@ -446,7 +480,8 @@ class RagPositionEmbedding(BaseEmbedding):
                 f"embed(texts), e.g. load_embedder('embedded')), got {_describe(loaded)}"
             )
         kwargs.setdefault("model_name", str(getattr(loaded, "name", type(loaded).__name__)))
-        super().__init__(**kwargs)
+        spec = embedder if isinstance(embedder, str) else None
+        super().__init__(spec=spec, load_kwargs=dict(load_kwargs or {}), **kwargs)
         self._embedder = loaded
 
     @classmethod

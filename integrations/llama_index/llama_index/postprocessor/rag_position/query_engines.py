@@ -15,6 +15,7 @@ import asyncio
 import time
 from typing import Any, ClassVar
 
+from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import Response
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
@@ -97,26 +98,45 @@ class _RagPositionQueryEngine(CustomQueryEngine, GeneratorOptions):
         """The rag-position Generator in use (a spec string is loaded now if it was not yet)."""
         return self._generator.get()
 
+    def query(self, str_or_query_bundle: str | QueryBundle) -> Response:
+        """Retrieve with the caller's ``QueryBundle`` (its embedding and custom embedding
+        strings; ``CustomQueryEngine.query`` keeps only the string), postprocess, answer."""
+        answered: Response = BaseQueryEngine.query(self, str_or_query_bundle)
+        return answered
+
+    async def aquery(self, str_or_query_bundle: str | QueryBundle) -> Response:
+        """The async twin of :meth:`query`."""
+        answered: Response = await BaseQueryEngine.aquery(self, str_or_query_bundle)
+        return answered
+
     def custom_query(self, query_str: str) -> Response:
         """Retrieve, postprocess, answer with the strategy."""
-        bundle = self._bundle(query_str)
+        return self._query(QueryBundle(query_str))
+
+    async def acustom_query(self, query_str: str) -> Response:
+        """The async twin of :meth:`custom_query`."""
+        return await self._aquery(QueryBundle(query_str))
+
+    def _query(self, query_bundle: QueryBundle) -> Response:
+        bundle = self._checked(query_bundle)
         nodes = self.retriever.retrieve(bundle)
         for postprocessor in self.node_postprocessors:
             nodes = postprocessor.postprocess_nodes(nodes, query_bundle=bundle)
-        return self._respond(query_str, list(nodes))
+        return self._respond(bundle.query_str, list(nodes))
 
-    async def acustom_query(self, query_str: str) -> Response:
-        """The async twin: awaits retrieval and postprocessing, runs the strategy in a thread."""
-        bundle = self._bundle(query_str)
+    async def _aquery(self, query_bundle: QueryBundle) -> Response:
+        """Awaits retrieval and postprocessing, runs the strategy in a thread."""
+        bundle = self._checked(query_bundle)
         nodes = await self.retriever.aretrieve(bundle)
         for postprocessor in self.node_postprocessors:
             nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=bundle)
-        return await asyncio.to_thread(self._respond, query_str, list(nodes))
+        return await asyncio.to_thread(self._respond, bundle.query_str, list(nodes))
 
-    def _bundle(self, query_str: str) -> QueryBundle:
+    def _checked(self, bundle: QueryBundle) -> QueryBundle:
+        query_str = bundle.query_str
         if not isinstance(query_str, str) or not query_str.strip():
             raise ValueError(f"{type(self).__name__} needs a non-empty query, got {query_str!r}")
-        return QueryBundle(query_str)
+        return bundle
 
     def _respond(self, query_str: str, nodes: list[NodeWithScore]) -> Response:
         if not nodes:
