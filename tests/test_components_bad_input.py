@@ -83,7 +83,7 @@ REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
         ({"scorer": S, "n_order": 3}, "unknown", "n_order"),  # a typo is refused
     ],
     "ProfileReorder": [
-        ({"profile": {"values": [1]}}, TypeError, "profile"),
+        ({"profile": {"values": [1]}}, ValueError, "needs the keys"),  # a to_dict() record
         ({"profile": ["a", "b"]}, TypeError, "numbers"),
         ({"profile": "no-such-folder/missing.json"}, FileNotFoundError, None),
         ({"profile": P, "score_key": "s", "scorer": S}, ValueError, "not both"),

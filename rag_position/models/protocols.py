@@ -83,6 +83,12 @@ class Scorer(Protocol):
 class Embedder(Protocol):
     """Embeds texts as rows of an L2-normalised float32 matrix.
 
+    An embedder may also have ``embed_query(text)``, one unit vector, for a model that embeds
+    a question unlike a passage (instruction models such as E5 or BGE): the strategies that
+    compare passages with the question (``similar=``, FACT) then use it for the question.
+    The frameworks' adapters have it (LangChain's ``embed_query``, LlamaIndex's
+    ``get_query_embedding``).
+
     Example:
         >>> class OneHot:
         ...     def embed(self, texts):

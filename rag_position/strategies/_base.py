@@ -177,8 +177,10 @@ def given_scores(
 
 def closest(embedder: Embedder, query: str, texts: Sequence[str]) -> list[int]:
     """The indices of ``texts``, closest to ``query`` first by cosine similarity (ties to the
-    earlier text): one ``embed`` call of the query and the texts. An array of the wrong
-    shape, or a vector that is not finite, is a ``ValueError``.
+    earlier text): one ``embed`` call of the query and the texts, or, where the embedder
+    has ``embed_query`` (a model that embeds a question unlike a passage, as the
+    frameworks' adapters say), the query through it and the texts through ``embed``. An
+    array of the wrong shape, or a vector that is not finite, is a ``ValueError``.
 
     Example:
         >>> from rag_position.testing.scripted import ClosenessEmbedder
@@ -187,7 +189,18 @@ def closest(embedder: Embedder, query: str, texts: Sequence[str]) -> list[int]:
     """
     import numpy as np
 
-    vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float64)
+    embed_query = getattr(embedder, "embed_query", None)
+    if callable(embed_query):
+        asked = np.asarray(embed_query(query), dtype=np.float64).reshape(1, -1)
+        rows = np.asarray(embedder.embed(list(texts)), dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != asked.shape[1]:
+            raise ValueError(
+                f"the embedder returned an array of shape {rows.shape} for {len(texts)} texts, "
+                f"and a query vector of {asked.shape[1]} values"
+            )
+        vectors = np.vstack([asked, rows])
+    else:
+        vectors = np.asarray(embedder.embed([query, *texts]), dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != len(texts) + 1:
         raise ValueError(
             f"the embedder returned an array of shape {vectors.shape} for {len(texts) + 1} texts"

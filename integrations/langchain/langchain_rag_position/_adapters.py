@@ -247,6 +247,13 @@ class LangChainEmbedder:
         )
         return unit
 
+    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        """``embed_query`` (a model may embed a question unlike a document), as a unit
+        vector: what ``similar=`` and FACT compare the documents with."""
+        row = [self.embeddings.embed_query(query)]
+        unit: npt.NDArray[np.float32] = core.unit_rows(row, 1, type(self.embeddings).__name__)
+        return unit[0]
+
 
 # ---------------------------------------------------------------------- documents
 def check_documents(documents: Sequence[Document], what: str = "documents") -> list[Document]:

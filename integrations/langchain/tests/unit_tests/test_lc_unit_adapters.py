@@ -156,13 +156,14 @@ class RawEmbeddings(Embeddings):
         return [[3.0, 4.0] if t else [0.0, 0.0] for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
+        return [-4.0, -3.0]  # a question embedded unlike a document
 
 
 def test_embedders_both_ways() -> None:
     rows = LangChainEmbedder(RawEmbeddings()).embed(["a", "b"])
     assert rows.dtype == np.float32
     np.testing.assert_allclose(rows, [[0.6, 0.8], [0.6, 0.8]], rtol=1e-6)
+    np.testing.assert_allclose(LangChainEmbedder(RawEmbeddings()).embed_query("a"), [-0.8, -0.6])
     with pytest.raises(ValueError, match="zero"):
         LangChainEmbedder(RawEmbeddings()).embed(["a", ""])
     fake = LangChainEmbedder(DeterministicFakeEmbedding(size=16)).embed(["x", "y"])

@@ -43,6 +43,7 @@ from llama_index.postprocessor.rag_position import (
 
 from rag_position.errors import ModelSpecError
 from rag_position.models import Embedder, Generator, Scorer
+from rag_position.strategies._base import closest
 
 
 class RecordingLLM(CustomLLM):
@@ -71,10 +72,10 @@ class RawEmbedding(BaseEmbedding):
     table: dict[str, list[float]] = Field(default_factory=dict)
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self.table[query]
+        return [-v for v in self.table[query]]  # a question embedded unlike a text
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self.table[query]
+        return self._get_query_embedding(query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self.table[text]
@@ -232,6 +233,7 @@ def test_llamaindex_embedder_normalises_rows() -> None:
     assert rows.dtype == np.float32 and rows.shape == (2, 2)
     np.testing.assert_allclose(rows, [[0.6, 0.8], [0.0, -1.0]], atol=1e-6)
     assert ours.embed([]).shape[0] == 0
+    assert closest(ours, "b", ["a", "b"]) == [0, 1]  # the question by get_query_embedding
     with pytest.raises(ValueError, match=r"zero or non-finite embedding for text\(s\) \[1\]"):
         ours.embed(["a", "z"])
     assert isinstance(resolve_embedder(emb).get(), LlamaIndexEmbedder)

@@ -280,6 +280,14 @@ class LlamaIndexEmbedder:
         unit: npt.NDArray[np.float32] = core.unit_rows(rows, len(texts), self.name)
         return unit
 
+    def embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        """``get_query_embedding`` (a model may embed a question unlike a passage), as a
+        unit vector: what ``similar=`` and FACT compare the passages with."""
+        unit: npt.NDArray[np.float32] = core.unit_rows(
+            [self.embed_model.get_query_embedding(query)], 1, self.name
+        )
+        return unit[0]
+
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
 def _serialised_model(who: str, model: Any, data: dict[str, Any], *derived: str) -> Any:
