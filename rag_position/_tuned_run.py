@@ -59,6 +59,13 @@ class TunedReorderer:
                     loader = partial(_load_named, spec, load_kwargs(choice), named)
                     lazy = LazyModel(loader=loader, label=choice.spec, check=self._loaded)
                 self._models[role] = lazy
+            elif isinstance(value, str):  # a spec: loaded on first use (the file's: its dtype)
+                kwargs = load_kwargs(choice) if value == choice.spec else {}
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    loader = partial(_load, value, kwargs)
+                    strings = LazyModel(loader=loader, label=value, check=self._loaded)
+                self._models[role] = strings
             else:
                 if id(value) not in seen:
                     seen.add(id(value))
@@ -144,9 +151,10 @@ def load_tuned(
     :class:`~rag_position.strategies.AnswerResult` for the answering rows); ``.choice``
     is the file's :class:`TunedChoice`.
 
-    Models: ``scorer=`` (a Scorer, e.g. ``load_model("embedded")``), ``generator=``, or
-    ``model=`` for both roles (not together with them); ``embedder=`` for ``medoid``
-    (default: the embedded one). A model the row needs and that is not given is the
+    Models: ``scorer=`` (a Scorer, e.g. ``load_model("embedded")``, or a spec string,
+    loaded on the first call, with the file's ``dtype`` where it is the file's spec),
+    ``generator=``, or ``model=`` for both roles (not together with them); ``embedder=``
+    for ``medoid`` (default: the embedded one). A model the row needs and that is not given is the
     file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype`` for local
     backends), loaded on the first call, once. A file's spec is not trusted: a packaged
     model (``embedded``, ``embedded:...``) loads, but an ``openai:`` server or an ``hf:``

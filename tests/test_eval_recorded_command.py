@@ -142,6 +142,9 @@ def test_the_recorded_command_line_reruns_to_the_same_summary_and_matches_the_ca
     assert {**again, "command": None} == {**summary(first), "command": None}
     # the same options through the Python function give the same sections
     spec = SPECS[task]
+    assert f"(default: {spec.questions_help or 'the first 50'}" in " ".join(
+        spec.parser().format_help().split()
+    )
     params = spec.from_cli(spec.parser().parse_args(words[3:]))
     params.pop("out")
     result = spec.function(make(), out=tmp_path / "api", **params)

@@ -357,6 +357,11 @@ def test_bad_input() -> None:
         lambda: fact("", DOCS, gen),
         lambda: recite_then_solve(QUESTION, [], gen),
         lambda: recite_then_solve(QUESTION, DOCS, gen, fallback="maybe"),  # type: ignore[arg-type]
+        *(
+            lambda f=f, t=t: f(QUESTION, DOCS, gen, threshold=t)
+            for f in (fact, recite_then_solve)
+            for t in (float("nan"), 0.0, 1.5)
+        ),
         lambda: medoid_vote(QUESTION, [], gen, EMB),
         lambda: medoid_vote(QUESTION, DOCS, gen, EMB, n_orders=0),
     ):

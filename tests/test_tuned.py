@@ -274,7 +274,13 @@ def test_no_scorer_loads_the_files_spec_once_on_first_use(monkeypatch: pytest.Mo
     served = choice(spec="openai:http://127.0.0.1:8000/v1/m")
     load_tuned(served, trust_spec=True)(QUESTION, PASSAGES)
     load_tuned(choice(dtype=None))(QUESTION, PASSAGES)
-    assert loads == [("openai:http://127.0.0.1:8000/v1/m", {}), ("embedded", {})]
+    load_tuned(served, "openai:http://127.0.0.1:8000/v1/m")(QUESTION, PASSAGES)  # a spec given
+    load_tuned(choice(spec="embedded:gemma3-270m"), "embedded")(QUESTION, PASSAGES)  # not its
+    load_tuned(choice(), "embedded")(QUESTION, PASSAGES)  # the file's spec: with its dtype
+    served_load = ("openai:http://127.0.0.1:8000/v1/m", {})
+    assert loads == [served_load, ("embedded", {})] * 2 + [("embedded", {"dtype": "float32"})]
+    with pytest.raises(TypeError, match=r"not a model: pass rag_position.load_model\('embedded'\)"):
+        STRATEGIES["passage_likelihood"](QUESTION, PASSAGES, scorer="embedded")
 
 
 def test_a_model_of_another_name_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -223,6 +223,12 @@ def check_count(value: int | None, name: str) -> None:
         raise ValueError(f"`{name}` must be >= 1, got {value}")
 
 
+def check_fraction(value: object, name: str) -> None:
+    """``value`` must be a number in (0, 1] (not a bool, not NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise ValueError(f"`{name}` must be a number in (0, 1], got {value!r}")
+
+
 def check_question(question: object) -> None:
     if not isinstance(question, str):
         raise TypeError(f"`question` must be a str, got {type(question).__name__}")

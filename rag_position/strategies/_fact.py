@@ -35,7 +35,13 @@ from rag_position.strategies._align import (
     sentence_spans,
     similarity,
 )
-from rag_position.strategies._base import AnswerResult, check_count, check_question, closest
+from rag_position.strategies._base import (
+    AnswerResult,
+    check_count,
+    check_fraction,
+    check_question,
+    closest,
+)
 from rag_position.strategies._options import CORE_ONLY, As, opt
 
 Retrieve = Callable[[str, str], Sequence[str]]
@@ -156,6 +162,7 @@ def fact(
         result.trace.stopped_because, result.trace.hallucinations, result.cost.lm_calls
     """
     check_question(question)
+    check_fraction(threshold, "threshold")
     check_count(max_iterations, "max_iterations")
     original, _ = resolve_context(passages_or_context)
     check_text(original, "the context")

@@ -26,7 +26,7 @@ from rag_position.strategies._align import (
     resolve_context,
     similarity,
 )
-from rag_position.strategies._base import AnswerResult, check_question
+from rag_position.strategies._base import AnswerResult, check_fraction, check_question
 from rag_position.strategies._options import opt
 
 RECITE_TEXT_TEMPLATE = (
@@ -160,6 +160,7 @@ def recite_then_solve(
         result.trace.outcome, result.trace.exact_rate, result.cost.lm_calls
     """
     check_question(question)
+    check_fraction(threshold, "threshold")
     if fallback not in ("context", "none"):
         raise ValueError(f"`fallback` must be 'context' or 'none', got {fallback!r}")
     context, docs = resolve_context(passages_or_context)

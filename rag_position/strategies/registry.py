@@ -327,6 +327,13 @@ class StrategySpec:
         for role in self.needs:
             if models[role] is None:
                 raise ValueError(f"strategy {self.name!r} needs a {role}: pass {role}=")
+        for role, value in models.items():
+            if isinstance(value, str):
+                load = "load_embedder" if role == "embedder" else "load_model"
+                raise TypeError(
+                    f"`{role}` is the string {value!r}, not a model: pass "
+                    f"rag_position.{load}({value!r})"
+                )
         kwargs: dict[str, Any] = {**options, **self.fixed}
         kwargs.update({role: models[role] for role in self.uses if models[role] is not None})
         if "seed" in inspect.signature(self.function).parameters:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,16 +50,18 @@ class Param:
     recorded: bool = True
     omit_default: bool = False
 
-    def add_to(self, parser: argparse.ArgumentParser, task: str) -> None:
-        """Add this parameter's option (if it has one) to a task's parser."""
+    def add_to(self, parser: argparse.ArgumentParser, task: str, default: str = "") -> None:
+        """Add this parameter's option (if it has one) to a task's parser; ``default``: the
+        task's own, in place of the help's ``(default: ...)``."""
         if self.flag is None:
             return
         options = dict(self.cli)
         if "action" not in options and "choices" not in options:
             options.setdefault("metavar", self.flag[2:].upper().replace("-", "_"))
-        parser.add_argument(
-            self.flag, dest=self.name, help=self.help.replace("<task>", task), **options
-        )
+        text = self.help.replace("<task>", task)
+        if default:
+            text = re.sub(r"\(default: [^)]*\)", f"(default: {default})", text)
+        parser.add_argument(self.flag, dest=self.name, help=text, **options)
 
     def from_cli(self, value: Any) -> Any:
         """The parameter's value from its option's (``None``: not given)."""
@@ -177,7 +180,7 @@ COMMON: tuple[Param, ...] = (
     Param(
         "questions",
         None,
-        "first N (default: 50 of dev, all of --data)",
+        "how many questions (default: the first 50 of dev, all of --data)",
         "--questions",
         {"type": positive_int},
     ),

@@ -61,7 +61,8 @@ class TaskSpec:
     ``defaults`` override :data:`COMMON` defaults (``out`` defaults to
     ``runs/<name>``); ``cli_questions`` is the question count the CLI asks of the
     packaged dev file when neither ``--questions`` nor ``--data`` is given (``None``:
-    the function's own default). :meth:`task` turns the function doing the task's
+    the function's own default; ``questions_help`` states it in ``--questions``' help).
+    :meth:`task` turns the function doing the task's
     own part on a :class:`TaskRun` into the public ``run_<task>(model, **params)``.
     """
 
@@ -70,6 +71,7 @@ class TaskSpec:
     params: tuple[Param, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     cli_questions: int | None = 50
+    questions_help: str = ""
     function: Callable[..., EvalResult] = field(init=False)
 
     def task(self, work: Callable[[TaskRun], EvalResult]) -> Callable[..., EvalResult]:
@@ -177,7 +179,9 @@ class TaskSpec:
             "without it, else float32)",
         )
         for param in (*COMMON, *self.params):
-            param.add_to(parser, self.name)
+            param.add_to(
+                parser, self.name, self.questions_help if param.name == "questions" else ""
+            )
         return parser
 
     def from_cli(self, args: argparse.Namespace) -> dict[str, Any]:

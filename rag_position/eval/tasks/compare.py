@@ -84,7 +84,7 @@ COMPARE = TaskSpec(
         Param(
             "gold",
             GOLD_SETTINGS,
-            "gold settings: random, worst or both",
+            "gold settings, comma-separated: random, worst (default: both)",
             "--gold",
             {"default": "random,worst"},
             lambda text: names(text, what="--gold") or (),

@@ -76,6 +76,7 @@ LENGTH = TaskSpec(
     ),
     defaults={"max_new_tokens": ANSWER_TOKENS},
     cli_questions=None,
+    questions_help="20 examples",
 )
 
 

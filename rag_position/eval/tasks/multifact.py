@@ -93,6 +93,7 @@ MULTIFACT = TaskSpec(
     ),
     defaults={"max_new_tokens": RETRIEVE_TOKENS},
     cli_questions=None,
+    questions_help="20 examples",
 )
 
 

@@ -169,6 +169,7 @@ TUNE = TaskSpec(
     ),
     defaults={"questions": TUNE_QUESTIONS},
     cli_questions=None,
+    questions_help="60, after the first 200 of dev",
 )
 
 

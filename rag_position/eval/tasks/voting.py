@@ -55,6 +55,7 @@ VOTING = TaskSpec(
         EMBEDDER,
     ),
     cli_questions=None,
+    questions_help="30 of dev, all of --data",
 )
 
 
