@@ -71,6 +71,7 @@ REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
     "LikelihoodReorder": [
         ({"scorer": "gpt-4"}, "spec", "unknown model spec 'gpt-4'"),
         ({"scorer": S, "n_orders": 0}, ValueError, "n_orders"),
+        ({"scorer": S, "template": "no placeholders"}, ValueError, "placeholder"),
     ],
     "EdgeReorder": [
         ({"mode": "middle"}, ValueError, "mode"),
@@ -98,6 +99,7 @@ REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
     ],
     "PassageLikelihoodReorder": [
         ({"scorer": S, "placement": "profile"}, ValueError, "profile"),
+        ({"scorer": S, "template": "{question}"}, ValueError, r"\{search_results\}"),
         ({"scorer": S, "profile": [0.1, 0.2]}, ValueError, "profile"),  # placement="first"
         ({"scorer": S, "placement": "profile", "profile": ["high", "low"]}, TypeError, "numbers"),
         ({"scorer": S, "placement": "middle"}, ValidationError, None),

@@ -3,6 +3,7 @@ SelectAndPlace keeps only the likeliest) in both frameworks equal their core fun
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 from pathlib import Path
@@ -49,7 +50,8 @@ def test_each_item_is_scored_alone_in_one_batch(fw: Framework, strategy: str) ->
     items = fw.items(5)
     before = fw.snapshot(items)
     alone = scorer()
-    out = fw.compress(fw.components[strategy](scorer=alone), items)
+    made = copy.deepcopy(fw.components[strategy](scorer=alone))  # shares its model
+    out = fw.compress(made, items)
     order = fw.check_record(out, items, strategy)
     assert order == {"passage_likelihood": FIRST, "select_and_place": LAST}[strategy]
     assert [fw.score(x) for x in out] == [fw.score(items[i]) for i in order]  # the retriever's

@@ -41,6 +41,11 @@ class LazyModel(Generic[T]):
         self._lock = threading.Lock()
         self.label = label
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> LazyModel[T]:
+        """Itself: a deep copy of a component shares its model, loaded or not (a model is
+        read, never changed, and may hold what cannot be copied: a lock, a connection)."""
+        return self
+
     @property
     def loaded(self) -> bool:
         """Whether the model is in memory (a given object always is)."""

@@ -56,6 +56,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel
 
 from rag_position.models.protocols import Embedder, Generator, Scorer
+from rag_position.prompts import fill_template
 from rag_position.strategies._base import (
     AnswerResult,
     OrderingResult,
@@ -98,8 +99,17 @@ PROFILE = "profile"
 _NOT_OPTIONS = frozenset({"question", "passages", "passages_or_context", "seed", *_ROLES})
 
 
+def _check_template(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A custom ``template`` names both placeholders (else a ``ValueError`` now, not at
+    the first query)."""
+    if options.get("template") is not None:
+        fill_template(options["template"], question="", search_results="")
+    return {}
+
+
 def _check_placed(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The placement rules at construction; the profile, resolved."""
+    """The template and placement rules at construction; the profile, resolved."""
+    _check_template(options)
     return {"profile": check_placement(options["placement"], None, options["profile"])}
 
 
@@ -368,6 +378,7 @@ STRATEGIES: Mapping[str, StrategySpec] = MappingProxyType(
                 "likelihood_selection",
                 likelihood_selection,
                 summary="the candidate order whose prompt makes the question most likely",
+                check=_check_template,
             ),
             StrategySpec(
                 "convex_score",

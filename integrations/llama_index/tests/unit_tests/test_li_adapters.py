@@ -129,6 +129,9 @@ REFUSED: dict[tuple[type[Exception], str | None], list[Callable[[], Any]]] = {
     (ValueError, "not both"): [
         lambda: RagPositionLLM(EchoModel()).complete("hi", max_tokens=3, max_new_tokens=4)
     ],
+    (ValueError, "max_tokens must be an int >= 1, got 0"): [  # not the default in its place
+        lambda: RagPositionLLM(EchoModel()).complete("hi", max_tokens=0)
+    ],
     (TypeError, NOT_GENERATOR): [
         lambda: RagPositionLLM(GoldAtEdgesScorer(["a"], "a")),
         lambda: RagPositionLLM(LLM),

@@ -39,7 +39,7 @@ from rag_position.errors import ModelSpecError
 from rag_position.models import Embedder, Generator, Scorer, load_embedder, load_model
 
 SCORER_HELP = (
-    "a scorer must be one of: a load_model spec string ('embedded', 'hf:<path>', "
+    "one of: a load_model spec string ('embedded', 'hf:<path>', "
     "'openai:<base_url>' with scorer_kwargs={'model': ...}); an object with "
     "score_spans(prompts, spans) (a rag_position Scorer, e.g. load_model('embedded')); a "
     "RagPositionLLM over such a model; or an OpenAI-compatible LlamaIndex LLM (OpenAILike, "
@@ -47,12 +47,12 @@ SCORER_HELP = (
     "log-probabilities (vLLM, `rag-position serve`)"
 )
 GENERATOR_HELP = (
-    "an llm must be one of: a LlamaIndex LLM (llama_index.core.llms.LLM), a load_model spec "
+    "one of: a LlamaIndex LLM (llama_index.core.llms.LLM), a load_model spec "
     "string ('embedded', 'hf:<path>', 'openai:<base_url>'), or an object with "
     "generate(prompts, *, max_new_tokens, temperature, seed, stop) (a rag_position Generator)"
 )
 EMBEDDER_HELP = (
-    "an embed_model must be one of: a LlamaIndex BaseEmbedding, an embedder spec string "
+    "one of: a LlamaIndex BaseEmbedding, an embedder spec string "
     "('embedded' or a sentence-transformers name), or an object with embed(texts) returning "
     "unit rows (a rag_position Embedder)"
 )
@@ -126,7 +126,7 @@ def _unwrapped_scorer(llm: RagPositionLLM) -> Scorer:
         return inner
     raise TypeError(
         f"the RagPositionLLM over {type(inner).__name__} cannot score "
-        f"(it has no score_spans); {SCORER_HELP}"
+        f"(it has no score_spans); pass {SCORER_HELP}"
     )
 
 
@@ -135,7 +135,7 @@ def _llm_scorer(llm: LLM) -> Scorer:
         return openai_scorer(llm)
     if isinstance(llm, Scorer):
         return llm
-    raise TypeError(f"{_describe(llm)} cannot score question likelihoods: {SCORER_HELP}")
+    raise TypeError(f"{_describe(llm)} cannot score question likelihoods; pass {SCORER_HELP}")
 
 
 def _core_model(llm: RagPositionLLM) -> Generator:
@@ -430,10 +430,14 @@ class RagPositionLLM(CustomLLM):
         if max_new is not None and max_tokens is not None and max_new != max_tokens:
             raise ValueError("pass either max_tokens or max_new_tokens, not both")
         options: dict[str, Any] = {
-            "max_new_tokens": max_new or max_tokens or self.max_new_tokens,
+            "max_new_tokens": next(
+                (n for n in (max_new, max_tokens) if n is not None), self.max_new_tokens
+            ),
             "temperature": kwargs.pop("temperature", self.temperature),
             "seed": kwargs.pop("seed", self.seed),
         }
+        if not isinstance(options["max_new_tokens"], int) or options["max_new_tokens"] < 1:
+            raise ValueError(f"max_tokens must be an int >= 1, got {options['max_new_tokens']!r}")
         stop = kwargs.pop("stop", None)
         if stop:
             options["stop"] = [stop] if isinstance(stop, str) else list(stop)
@@ -476,7 +480,7 @@ class RagPositionEmbedding(BaseEmbedding):
         embedder = _serialised_model(type(self).__name__, embedder, kwargs)
         if isinstance(embedder, str):
             if not embedder.strip():
-                raise ModelSpecError(f"the embedder spec is empty; {EMBEDDER_HELP}")
+                raise ModelSpecError(f"the embedder spec is empty; pass {EMBEDDER_HELP}")
             loaded = load_embedder(embedder, **dict(load_kwargs or {}))
         elif load_kwargs:
             raise ValueError("`load_kwargs` only apply when `embedder` is a spec string")
