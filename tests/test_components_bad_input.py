@@ -65,6 +65,7 @@ def test_a_query_that_is_not_valid_unicode_is_a_value_error(fw: Framework, name:
 
 S = Untouchable()
 P = PositionProfile([0.1, 0.5])
+CONVEX = {"profile": P, "scorer": S, "relevance": "convex_score"}
 # class -> (options, the error, its message pattern): "unknown" and "spec" stand for the
 # framework's own error of an option the component lacks and of an unknown model spec
 REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
@@ -95,6 +96,8 @@ REFUSED: dict[str, list[tuple[dict[str, Any], Any, str | None]]] = {
             r"relevance='convex_score' \(got relevance='passage_",
         ),
         ({"profile": P, "relevance": "order"}, ValueError, "relevance"),
+        ({**CONVEX, "convex_options": {"seeed": 1}}, TypeError, "seeed"),  # now, not at a query
+        ({**CONVEX, "convex_options": {"n_rotations": 0}}, ValueError, "options`: n_rotations"),
         ({"profile": P, "scorer": S, "relevance": "order"}, ValueError, "relevance"),
     ],
     "PassageLikelihoodReorder": [

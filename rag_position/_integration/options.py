@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from rag_position.strategies import (
     STRATEGIES,
@@ -246,6 +246,16 @@ def check_profile_options(
     if convex_options and scorer is None:
         raise ValueError("`convex_options` go to convex_score: pass a `scorer`")
     _check_convex_relevance(convex_options, relevance)
+    own = {k: v for k, v in (convex_options or {}).items() if k != "seed"}  # a call's seed
+    if own:  # their names and values now, not at the first query
+        row = STRATEGIES["convex_score"]
+        row.check_options(own)
+        try:
+            row.option_model(**own)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            name = ".".join(map(str, first["loc"]))
+            raise ValueError(f"`convex_options`: {name}: {first['msg']}") from None
 
 
 def _check_convex_relevance(convex_options: Mapping[str, Any] | None, relevance: str) -> None:
