@@ -337,11 +337,11 @@ class StrategySpec:
         for role in self.needs:
             if models[role] is None:
                 raise ValueError(f"strategy {self.name!r} needs a {role}: pass {role}=")
-        for role, value in models.items():
+        for given, value in models.items():
             if isinstance(value, str):
-                load = "load_embedder" if role == "embedder" else "load_model"
+                load = "load_embedder" if given == "embedder" else "load_model"
                 raise TypeError(
-                    f"`{role}` is the string {value!r}, not a model: pass "
+                    f"`{given}` is the string {value!r}, not a model: pass "
                     f"rag_position.{load}({value!r})"
                 )
         kwargs: dict[str, Any] = {**options, **self.fixed}

@@ -251,8 +251,8 @@ class LangChainEmbedder:
         """``embed_query`` (a model may embed a question unlike a document), as a unit
         vector: what ``similar=`` and FACT compare the documents with."""
         row = [self.embeddings.embed_query(query)]
-        unit: npt.NDArray[np.float32] = core.unit_rows(row, 1, type(self.embeddings).__name__)
-        return unit[0]
+        unit: npt.NDArray[np.float32] = core.unit_rows(row, 1, type(self.embeddings).__name__)[0]
+        return unit
 
 
 # ---------------------------------------------------------------------- documents

@@ -285,8 +285,8 @@ class LlamaIndexEmbedder:
         unit vector: what ``similar=`` and FACT compare the passages with."""
         unit: npt.NDArray[np.float32] = core.unit_rows(
             [self.embed_model.get_query_embedding(query)], 1, self.name
-        )
-        return unit[0]
+        )[0]
+        return unit
 
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
@@ -493,7 +493,7 @@ class RagPositionEmbedding(BaseEmbedding):
             )
         kwargs.setdefault("model_name", str(getattr(loaded, "name", type(loaded).__name__)))
         spec = embedder if isinstance(embedder, str) else None
-        super().__init__(spec=spec, load_kwargs=dict(load_kwargs or {}), **kwargs)
+        super().__init__(spec=spec, load_kwargs=dict(load_kwargs or {}), **kwargs)  # type: ignore[call-arg]
         self._embedder = loaded
 
     @classmethod

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -101,13 +101,11 @@ class _RagPositionQueryEngine(CustomQueryEngine, GeneratorOptions):
     def query(self, str_or_query_bundle: str | QueryBundle) -> Response:
         """Retrieve with the caller's ``QueryBundle`` (its embedding and custom embedding
         strings; ``CustomQueryEngine.query`` keeps only the string), postprocess, answer."""
-        answered: Response = BaseQueryEngine.query(self, str_or_query_bundle)
-        return answered
+        return cast(Response, BaseQueryEngine.query(self, str_or_query_bundle))  # _query's
 
     async def aquery(self, str_or_query_bundle: str | QueryBundle) -> Response:
         """The async twin of :meth:`query`."""
-        answered: Response = await BaseQueryEngine.aquery(self, str_or_query_bundle)
-        return answered
+        return cast(Response, await BaseQueryEngine.aquery(self, str_or_query_bundle))
 
     def custom_query(self, query_str: str) -> Response:
         """Retrieve, postprocess, answer with the strategy."""
