@@ -154,9 +154,9 @@ def load_tuned(
     Models: ``scorer=`` (a Scorer, e.g. ``load_model("embedded")``, or a spec string,
     loaded on the first call, with the file's ``dtype`` where it is the file's spec),
     ``generator=``, or ``model=`` for both roles (not together with them); ``embedder=``
-    for ``medoid`` (default: the embedded one). A model the row needs and that is not given is the
-    file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype`` for local
-    backends), loaded on the first call, once. A file's spec is not trusted: a packaged
+    for ``medoid`` (default: the embedded one). A model the row needs and that is not
+    given is the file's own: ``load_model(choice.spec, dtype=choice.dtype)`` (``dtype``
+    for local backends), loaded on the first call, once. A file's spec is not trusted: a packaged
     model (``embedded``, ``embedded:...``) loads, but an ``openai:`` server or an ``hf:``
     model only with ``trust_spec=True`` (a
     :class:`~rag_position.errors.ModelSpecError` now otherwise; an ``hf:`` hub name then
