@@ -13,6 +13,7 @@ from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     BaseMessage,
+    ChatMessage,
     HumanMessage,
     SystemMessage,
 )
@@ -125,11 +126,13 @@ class ChatRagPosition(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {
+        return {  # LangChain's cache key: every field that changes an answer
             "model_name": self.model_name,
+            "model_kwargs": dict(self.model_kwargs),
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
+            "stop": self.stop,
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
@@ -185,9 +188,10 @@ class ChatRagPosition(BaseChatModel):
         self, messages: Sequence[BaseMessage], stop: list[str] | None, **kwargs: Any
     ) -> tuple[str, UsageMetadata | None]:
         stops = [s for s in (stop if stop is not None else self.stop) or [] if s]
-        max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
-        temperature = float(kwargs.get("temperature", self.temperature))
-        seed = kwargs.get("seed", self.seed)
+        given = {k: v for k, v in kwargs.items() if v is not None}  # None: this model's own
+        max_tokens = int(given.get("max_tokens", self.max_tokens))
+        temperature = float(given.get("temperature", self.temperature))
+        seed = given.get("seed", self.seed)
         model = self.core_model
         prompt, model = self._prompt(messages, model)
         local = type(model).__name__ == "TransformersModel"
@@ -234,10 +238,12 @@ class ChatRagPosition(BaseChatModel):
                 role = "user"
             elif isinstance(m, AIMessage):
                 role = "assistant"
+            elif isinstance(m, ChatMessage) and m.role in ("system", "user", "assistant"):
+                role = m.role
             else:
                 raise ValueError(
                     f"ChatRagPosition cannot render a {type(m).__name__} (no tool calling); "
-                    "use system, human and AI messages"
+                    "use system, human and AI messages (or a ChatMessage of those roles)"
                 )
             turns.append({"role": role, "content": str(m.text)})
         prompt = str(

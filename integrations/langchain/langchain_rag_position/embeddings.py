@@ -66,5 +66,9 @@ class RagPositionEmbeddings(BaseModel, Embeddings):
         return [[float(x) for x in row] for row in self.core_embedder.embed(list(texts))]
 
     def embed_query(self, text: str) -> list[float]:
-        """The unit vector of ``text``."""
+        """The unit vector of ``text`` as a question: the embedder's own ``embed_query``
+        where it has one (a model that embeds a question unlike a passage), else ``embed``."""
+        own = getattr(self.core_embedder, "embed_query", None)
+        if callable(own):
+            return [float(x) for x in own(text)]
         return self.embed_documents([text])[0]

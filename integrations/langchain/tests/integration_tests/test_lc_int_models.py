@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import ChatMessage, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from langchain_openai import ChatOpenAI, OpenAI
@@ -108,6 +108,8 @@ def test_langchain_generator_path_equals_the_core(lc_model: Any, lc_chat: Any) -
 def test_chat_rag_position_conversation_and_usage(lc_chat: Any) -> None:
     reply = lc_chat.invoke([SystemMessage("Answer in one word."), HumanMessage(QUESTION)])
     assert reply.content.strip()
+    as_roles = [ChatMessage(role="system", content="Answer in one word."), HumanMessage(QUESTION)]
+    assert lc_chat.invoke(as_roles).content == reply.content
     usage = reply.usage_metadata
     assert usage is not None and usage["input_tokens"] > 10
     assert 0 < usage["output_tokens"] <= lc_chat.max_tokens + 1

@@ -164,6 +164,8 @@ def test_embedders_both_ways() -> None:
     assert rows.dtype == np.float32
     np.testing.assert_allclose(rows, [[0.6, 0.8], [0.6, 0.8]], rtol=1e-6)
     np.testing.assert_allclose(LangChainEmbedder(RawEmbeddings()).embed_query("a"), [-0.8, -0.6])
+    wrapped = RagPositionEmbeddings(embedder=LangChainEmbedder(RawEmbeddings()))  # its own
+    assert wrapped.embed_query("a") == pytest.approx([-0.8, -0.6])
     with pytest.raises(ValueError, match="zero"):
         LangChainEmbedder(RawEmbeddings()).embed(["a", ""])
     fake = LangChainEmbedder(DeterministicFakeEmbedding(size=16)).embed(["x", "y"])

@@ -156,6 +156,9 @@ def test_chat_rag_position_over_a_scripted_generator() -> None:
     assert (call["max_new_tokens"], call["temperature"], call["seed"]) == (9, 0.5, 2)
     chat.invoke("q", stop=["And"], max_tokens=3)
     assert gen.calls[-1]["stop"] == ["And"] and gen.calls[-1]["max_new_tokens"] == 3
+    chat.invoke("q", max_tokens=None, temperature=None)  # None: the model's own
+    assert (gen.calls[-1]["max_new_tokens"], gen.calls[-1]["temperature"]) == (9, 0.5)
+    assert chat._get_llm_string() != ChatRagPosition(model=gen)._get_llm_string()  # cache key
     chunks = list(chat.stream("q"))
     assert len(chunks) == 1 and chunks[0].chunk_position == "last"
     with pytest.raises(ValueError, match="one human message"):

@@ -265,3 +265,5 @@ def test_rag_position_embedding_wraps_an_embedder() -> None:
     assert len(v) == len(q) == 4
     assert np.isclose(np.linalg.norm(v), 1.0)
     assert embed_model.get_text_embedding_batch(["Paris", "Hamlet"])[1] == q
+    asked = LlamaIndexEmbedder(RawEmbedding(table={"a": [3.0, 4.0]}))  # embed_query of its own
+    assert RagPositionEmbedding(asked).get_query_embedding("a") == pytest.approx([-0.6, -0.8])

@@ -454,7 +454,8 @@ class RagPositionEmbedding(BaseEmbedding):
 
     ``embedder``: a spec string, loaded at construction (``"embedded"``:
     all-MiniLM-L6-v2 from an installed package, offline), or an object with
-    ``embed(texts)``. Queries and texts are embedded the same way.
+    ``embed(texts)``. A query goes through the embedder's ``embed_query`` where it has one
+    (a model that embeds a question unlike a passage), else as a text.
 
     Example:
         >>> embed_model = RagPositionEmbedding("embedded")
@@ -511,6 +512,9 @@ class RagPositionEmbedding(BaseEmbedding):
         return [row.tolist() for row in vectors]
 
     def _get_query_embedding(self, query: str) -> Embedding:
+        own = getattr(self._embedder, "embed_query", None)  # a question embedded apart
+        if callable(own):
+            return [float(x) for x in np.asarray(own(query), dtype=np.float32)]
         return self._embed([query])[0]
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
