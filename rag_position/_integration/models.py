@@ -13,6 +13,8 @@ Nothing here imports LangChain or LlamaIndex.
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -312,3 +314,40 @@ def unit_rows(rows: Any, n_texts: int, name: str) -> npt.NDArray[np.float32]:
         )
     unit: npt.NDArray[np.float32] = (vectors / norms[:, None]).astype(np.float32)
     return unit
+
+
+_RAW_VIEWS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_RAW_LOCK = threading.Lock()
+
+
+def conversation(
+    model: Any, turns: Sequence[tuple[str, str]], who: str, one: str = "user"
+) -> tuple[str, Any]:
+    """``turns`` (``(role, text)``, roles ``system``, ``user``, ``assistant``) as ``model``'s
+    chat template renders them, and the view of ``model`` that generates from that prompt
+    as given (the same weights, no template of its own, one per model). A ``ValueError``
+    naming ``who`` for a model without a chat template, which takes one ``one`` message.
+    """
+    tokenizer = getattr(model, "tokenizer", None)
+    if (
+        type(model).__name__ != "TransformersModel"
+        or not getattr(model, "use_chat_template", False)
+        or tokenizer is None
+    ):
+        raise ValueError(
+            f"{who} over a {type(model).__name__} takes one {one} message; a "
+            "conversation needs a local transformers model with a chat template"
+        )
+    messages = [{"role": role, "content": text} for role, text in turns]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = str(rendered)
+    with _RAW_LOCK:
+        view = _RAW_VIEWS.get(model)
+        if view is None:
+            from rag_position.models.transformers_backend import TransformersModel
+
+            view = TransformersModel(
+                model.model, model.tokenizer, name=model.name, chat_template=False
+            )
+            _RAW_VIEWS[model] = view
+    return prompt, view

@@ -21,7 +21,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field, PrivateAttr, model_validator
 
-from rag_position._integration import LazyModel
+from rag_position._integration import LazyModel, conversation
 from rag_position.cost import metered
 from rag_position.models import check_spec, find_backend
 from rag_position.models.protocols import cut_at_stop
@@ -68,7 +68,6 @@ class ChatRagPosition(BaseChatModel):
     max_retries: int | None = Field(default=None, description="Retries, for 'openai:' specs.")
 
     _lazy: LazyModel[Any] = PrivateAttr()
-    _raw: Any = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @model_validator(mode="after")
@@ -220,16 +219,6 @@ class ChatRagPosition(BaseChatModel):
             raise ValueError("ChatRagPosition got no messages")
         if len(messages) == 1 and isinstance(messages[0], HumanMessage):
             return str(messages[0].text), model
-        tokenizer = getattr(model, "tokenizer", None)
-        if (
-            type(model).__name__ != "TransformersModel"
-            or not getattr(model, "use_chat_template", False)
-            or tokenizer is None
-        ):
-            raise ValueError(
-                f"ChatRagPosition over a {type(model).__name__} takes one human message; a "
-                "conversation needs a local transformers model with a chat template"
-            )
         turns = []
         for m in messages:
             if isinstance(m, SystemMessage):
@@ -245,22 +234,8 @@ class ChatRagPosition(BaseChatModel):
                     f"ChatRagPosition cannot render a {type(m).__name__} (no tool calling); "
                     "use system, human and AI messages (or a ChatMessage of those roles)"
                 )
-            turns.append({"role": role, "content": str(m.text)})
-        prompt = str(
-            tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-        )
-        return prompt, self._raw_view(model)
-
-    def _raw_view(self, model: Any) -> Any:
-        """The same weights without the chat template (the prompt is rendered already)."""
-        with self._lock:
-            if self._raw is None or self._raw.model is not model.model:
-                from rag_position.models.transformers_backend import TransformersModel
-
-                self._raw = TransformersModel(
-                    model.model, model.tokenizer, name=model.name, chat_template=False
-                )
-            return self._raw
+            turns.append((role, str(m.text)))
+        return conversation(model, turns, "ChatRagPosition", one="human")
 
 
 class _NoLock:
