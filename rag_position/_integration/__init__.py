@@ -41,6 +41,7 @@ from rag_position._integration.models import (
     resolve_embedder,
     resolve_generator,
     resolve_scorer,
+    serialised_model,
     unit_rows,
 )
 from rag_position._integration.options import (
@@ -133,6 +134,7 @@ __all__ = [
     "resolve_embedder",
     "resolve_generator",
     "resolve_scorer",
+    "serialised_model",
     "strategy_components",
     "table_class",
     "tuned_component",

@@ -351,3 +351,21 @@ def conversation(
             )
             _RAW_VIEWS[model] = view
     return prompt, view
+
+
+def serialised_model(who: str, model: Any, data: dict[str, Any], *derived: str) -> Any:
+    """The model to load: ``data``'s ``spec`` where ``data`` is a serialised component's
+    (``from_dict``/``from_json``: it holds ``spec``), else ``model``; ``derived`` keys (read
+    from the model) leave ``data``. A component serialised around a model object, which
+    its dict does not hold, is a ``TypeError`` naming it, not a silent other model."""
+    if "spec" not in data:
+        return model
+    spec = data.pop("spec")
+    for key in derived:
+        data.pop(key, None)
+    if spec is None:
+        raise TypeError(
+            f"this {who} was serialised around a model object, which its dict does not hold; "
+            f"build it again from the object: {who}(model_object, ...)"
+        )
+    return spec

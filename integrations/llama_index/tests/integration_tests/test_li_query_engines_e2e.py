@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from li_testkit import passages
 from llama_index.core import VectorStoreIndex
+from llama_index.core.llms import ChatMessage
 from llama_index.postprocessor.rag_position import (
     METADATA_KEY,
     EdgeReorder,
@@ -20,6 +21,7 @@ from llama_index.postprocessor.rag_position import (
     ReciteThenSolveQueryEngine,
 )
 
+from rag_position._integration import conversation
 from rag_position.prompts import format_documents
 from rag_position.strategies import FactTrace, MedoidTrace, ReciteTrace, sandwich_prompt
 
@@ -118,3 +120,13 @@ def test_medoid_voting_engine_with_both_embedder_paths(
         assert (s1 is None) == (s2 is None)
         if s1 is not None:
             assert s1 == pytest.approx(s2, abs=1e-4)
+
+
+def test_the_llm_chats_in_the_models_roles(li_llm: Any, li_model: Any) -> None:
+    turns = [("system", "Answer in one word."), ("user", QUESTION)]
+    prompt, raw = conversation(li_model, turns, "test")
+    assert "<|im_start|>system\nAnswer in one word.<|im_end|>" in prompt  # not the default's
+    messages = [ChatMessage(role=role, content=text) for role, text in turns]
+    reply = raw.generate([prompt], max_new_tokens=li_llm.max_new_tokens)[0]
+    assert li_llm.chat(messages).message.content == reply
+    assert [c.delta for c in li_llm.stream_chat(messages)] == [reply]

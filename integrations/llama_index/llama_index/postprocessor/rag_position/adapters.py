@@ -23,14 +23,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from llama_index.core.base.llms.generic_utils import (
+    messages_to_prompt as generic_messages_to_prompt,
+)
 from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    ChatResponseGen,
     CompletionResponse,
     CompletionResponseGen,
     LLMMetadata,
 )
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_serializer
 from llama_index.core.llms import LLM
-from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.custom import CustomLLM
 
 from rag_position import _integration as core
@@ -290,22 +296,8 @@ class LlamaIndexEmbedder:
 
 
 # ---------------------------------------------------------------------------- ours -> LlamaIndex
-def _serialised_model(who: str, model: Any, data: dict[str, Any], *derived: str) -> Any:
-    """The model to load: ``data``'s ``spec`` where ``data`` is a serialised component's
-    (``from_dict``/``from_json``: it holds ``spec``), else ``model``; ``derived`` keys (read
-    from the model) leave ``data``. A component serialised around a model object, which
-    its dict does not hold, is a ``TypeError`` naming it, not a silent other model."""
-    if "spec" not in data:
-        return model
-    spec = data.pop("spec")
-    for key in derived:
-        data.pop(key, None)
-    if spec is None:
-        raise TypeError(
-            f"this {who} was serialised around a model object, which its dict does not hold; "
-            f"build it again from the object: {who}(model_object, ...)"
-        )
-    return spec
+_ROLES = {"developer": "system", "chatbot": "assistant", "model": "assistant"}
+"""LlamaIndex's other names of the chat template's roles."""
 
 
 class RagPositionLLM(CustomLLM):
@@ -353,7 +345,7 @@ class RagPositionLLM(CustomLLM):
         load_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        model = _serialised_model(type(self).__name__, model, kwargs, "model_name")
+        model = core.serialised_model(type(self).__name__, model, kwargs, "model_name")
         if isinstance(model, str):
             check_spec(model, "model")
             loaded = load_model(model, **dict(load_kwargs or {}))
@@ -423,6 +415,38 @@ class RagPositionLLM(CustomLLM):
 
         return gen()
 
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        """The conversation as the model's chat template renders it, roles kept (a model
+        without one, or a ``messages_to_prompt`` of your own: that prompt, completed)."""
+        return ChatResponse(
+            message=ChatMessage(role="assistant", content=self._chat(messages, kwargs))
+        )
+
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """The reply as one chunk (rag-position models do not stream)."""
+        text = self._chat(messages, kwargs)
+
+        def gen() -> ChatResponseGen:
+            yield ChatResponse(message=ChatMessage(role="assistant", content=text), delta=text)
+
+        return gen()
+
+    def _chat(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> str:
+        options = self._options(kwargs)
+        if self.messages_to_prompt is generic_messages_to_prompt:
+            turns = [(_ROLES.get(m.role.value, m.role.value), m.content or "") for m in messages]
+            if all(role in ("system", "user", "assistant") for role, _ in turns):
+                try:
+                    prompt, model = core.conversation(self._model, turns, "RagPositionLLM")
+                except ValueError:  # no chat template: the generic rendering, as before
+                    pass
+                else:
+                    return str(model.generate([prompt], **options)[0])
+        prompt = (self.messages_to_prompt or generic_messages_to_prompt)(messages)
+        return str(self._model.generate([prompt], **options)[0])
+
     def _options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs = dict(kwargs)
         max_new = kwargs.pop("max_new_tokens", None)
@@ -478,7 +502,7 @@ class RagPositionEmbedding(BaseEmbedding):
         load_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        embedder = _serialised_model(type(self).__name__, embedder, kwargs)
+        embedder = core.serialised_model(type(self).__name__, embedder, kwargs)
         if isinstance(embedder, str):
             if not embedder.strip():
                 raise ModelSpecError(f"the embedder spec is empty; pass {EMBEDDER_HELP}")
