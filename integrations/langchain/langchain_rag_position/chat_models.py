@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,12 +35,19 @@ GENERATOR_FORMS = (
 """What the integration's ``llm=`` takes (here, not in ``_adapters``: it imports this module)."""
 
 
+_SHARED: weakref.WeakValueDictionary[str, LazyModel[Any]] = weakref.WeakValueDictionary()
+"""The model of each spec and load keywords that some ChatRagPosition holds."""
+_SHARED_LOCK = threading.Lock()
+
+
 class ChatRagPosition(BaseChatModel):
     """A rag-position model (``load_model`` spec or object) as a LangChain chat model.
 
     ``model`` is a ``load_model`` spec string (``"embedded"``: SmolLM2-135M-Instruct,
-    offline; ``"hf:<path>"``; ``"openai:<base_url>"``), loaded on first use and kept
-    by this object, or an already loaded Generator (e.g. ``load_model("embedded")``).
+    offline; ``"hf:<path>"``; ``"openai:<base_url>"``), loaded on first use and shared by
+    every ChatRagPosition of the same spec and ``model_kwargs`` (a copy, or a
+    ``configurable_fields`` call, loads nothing again), or an already loaded Generator
+    (e.g. ``load_model("embedded")``).
     ``max_tokens``, ``temperature``, ``seed`` and ``stop`` are the generation
     settings (a call's ``stop=`` and bound ``max_tokens``/``temperature``/``seed``
     override them). One user message is the model's prompt as it is; a longer
@@ -88,7 +97,12 @@ class ChatRagPosition(BaseChatModel):
 
                 return load_model(model, **kwargs)
 
-            self._lazy = LazyModel(loader=load, label=repr(model))
+            key = json.dumps([model, kwargs], sort_keys=True, default=repr)
+            with _SHARED_LOCK:  # one model a spec: a copy or configured field loads no other
+                lazy = _SHARED.get(key)
+                if lazy is None:
+                    lazy = _SHARED[key] = LazyModel(loader=load, label=repr(model))
+            self._lazy = lazy
         else:
             if self.model_kwargs:
                 raise ValueError("`model_kwargs` only applies when `model` is a spec string")

@@ -11,7 +11,7 @@ from langchain_core.language_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompt_values import ChatPromptValue, StringPromptValue
-from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import ConfigurableField, RunnableLambda, RunnablePassthrough
 from langchain_rag_position import (
     ChatRagPosition,
     FactRewriter,
@@ -22,6 +22,7 @@ from langchain_rag_position import (
 from langchain_rag_position._adapters import to_passage
 from lc_testkit import QUESTION, RecordingGenerator, make_docs
 
+import rag_position.models
 from rag_position.prompts import render_qa
 from rag_position.strategies import StrategyError, sandwich_prompt
 
@@ -146,6 +147,22 @@ def test_medoid_voting_picks_the_central_answer_and_forwards_settings() -> None:
 
 
 # ---------------------------------------------------------------------- ChatRagPosition
+def test_chat_rag_position_loads_a_spec_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[str] = []
+    monkeypatch.setattr(
+        rag_position.models,
+        "load_model",
+        lambda spec, **_: loads.append(spec) or RecordingGenerator(),
+    )
+    chat = ChatRagPosition(model="embedded", model_kwargs={"dtype": "x"})  # x: no real one
+    configured = chat.configurable_fields(temperature=ConfigurableField(id="temperature"))
+    for t in (0.0, 0.5):  # LangChain builds a new ChatRagPosition for each
+        configured.invoke("q", config={"configurable": {"temperature": t}})
+    assert chat.invoke("q").content == "Paris" and loads == ["embedded"]
+    ChatRagPosition(model="embedded", model_kwargs={"dtype": "y"}).invoke("q")
+    assert loads == ["embedded"] * 2  # other load keywords, another model
+
+
 def test_chat_rag_position_over_a_scripted_generator() -> None:
     gen = RecordingGenerator("Paris. And more")
     chat = ChatRagPosition(model=gen, max_tokens=9, temperature=0.5, seed=2, stop=["."])
