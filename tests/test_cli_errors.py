@@ -130,6 +130,8 @@ COUNTS = ("--batch-size", "--questions", "--max-new-tokens", "--concurrency", "-
         ("eval compare --strategies {v}top_n=0", "error: --strategies: {v}top_n=0", "option `"),
         ("eval compare --strategies {v}mass=2", "error: --strategies: {v}mass=2", "option `"),
         ("eval compare --strategies convex_score:edge_weight=nan", "error: --strategies: convex"),
+        ("eval compare --versus nosuch", "error: --versus: unknown ['nosuch']"),  # ran, unpaired
+        ("eval kv --pairs 0", "rag-position eval kv: error: argument --pairs: must be an integer"),
         # a scorer's spec was refused only once the reader had loaded (10 s)
         ("tune --scorer bogus:x", "error: unknown model spec 'bogus:x' for `--scorer`"),
         ("eval compare --scorer hf:", "error: unknown model spec 'hf:' for `--scorer`"),

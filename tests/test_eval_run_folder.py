@@ -132,6 +132,10 @@ def test_the_same_run_resumes_and_extends(data: Path, tmp_path: Path) -> None:
     idle = Scripted()
     run_compare(idle, out=out, questions=4, strategies=["retriever", "edge"], **options)
     assert idle.prompts == []
+    before = (out / RUN_FILE).read_text()
+    with pytest.raises(EvalConfigError, match="holds no questions"):  # and keeps the command
+        run_compare(idle, out=out, questions=4, strategies=["retriever"], shard=(5, 5), **options)
+    assert (out / RUN_FILE).read_text() == before
 
 
 class Completion(Scripted):

@@ -199,10 +199,10 @@ COMMON: tuple[Param, ...] = (
     Param(
         "batch_size",
         None,
-        "prompts per generate call (CPU: 1, else 8)",
+        "prompts per generate call (default: 8; 1 for a CPU model that pads its batches)",
         "--batch-size",
         {"type": positive_int},
-        recorded=False,
+        omit_default=True,  # recorded: in low precision a batch's answers depend on its size
     ),
     Param(
         "concurrency",

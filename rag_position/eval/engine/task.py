@@ -46,7 +46,12 @@ from rag_position.eval.engine.common import (
     run_label,
 )
 from rag_position.eval.engine.context import RunContext
-from rag_position.eval.engine.marker import RunMarker, check_run_folder, write_marker
+from rag_position.eval.engine.marker import (
+    RunMarker,
+    check_run_folder,
+    read_marker,
+    write_marker,
+)
 from rag_position.eval.engine.params import COMMON, Param
 from rag_position.eval.engine.plots import require_matplotlib
 from rag_position.eval.engine.report import EvalResult, Section
@@ -232,7 +237,12 @@ class TaskRun:
         self._mark(ctx, self["command"] or self.spec.call(ctx.label, v))
         return ctx
 
-    def _mark(self, ctx: RunContext, command: str) -> None:
+    def _mark(self, ctx: RunContext, command: str, *, done: bool = False) -> None:
+        """The folder's ``run.json``: at the start only where it has none (a resume that
+        fails, e.g. on an empty shard, leaves the command that made the run); replaced by
+        the latest command once the run is ``done`` (an extended run: the whole one)."""
+        if not done and read_marker(ctx.store.path.parent) is not None:
+            return
         marker = RunMarker(self.spec.name, ctx.label, ctx.decoding.as_dict(), command)
         write_marker(ctx.store.path.parent, marker)
 
@@ -252,7 +262,7 @@ class TaskRun:
     ) -> EvalResult:
         """Write the report; its command: the one given, else the generated call."""
         command = self["command"] or self.spec.call(self.ctx.label, self.values)
-        self._mark(self.ctx, command)  # the command as the report records it
+        self._mark(self.ctx, command, done=True)  # the command as the report records it
         return finish(self.ctx, sections, title=title, command=command, settings=settings)
 
 

@@ -263,6 +263,17 @@ def strategy_names(text: str | None) -> list[str] | None:
     return found
 
 
+def one_strategy_name(text: str) -> str:
+    """``--versus``: one strategy of the catalog (a typo refused before the model loads)."""
+    try:
+        found = strategy_names(text) or []
+    except EvalConfigError as exc:
+        raise EvalConfigError(str(exc).replace("--strategies", "--versus", 1)) from None
+    if len(found) != 1:
+        raise EvalConfigError(f"--versus: name one strategy, got {text!r}")
+    return found[0]
+
+
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:
     """``"NAME:KEY=VALUE:..."`` -> ``(NAME, {KEY: VALUE, ...})``; values parsed as numbers,
     ``true``/``false``/``none`` (``None``), else kept as text (which cannot hold ``:``,

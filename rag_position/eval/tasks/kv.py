@@ -18,7 +18,7 @@ from rag_position.data import KV_75_FILE, KV_140_FILE, KVInstance, default_data_
 from rag_position.data import place_gold as place_pair
 from rag_position.eval.engine.common import Prepared, check_positions, check_questions
 from rag_position.eval.engine.context import RunContext
-from rag_position.eval.engine.params import Param, PathLike, positions_param
+from rag_position.eval.engine.params import Param, PathLike, positions_param, positive_int
 from rag_position.eval.engine.plots import Panel, plot_panels
 from rag_position.eval.engine.report import EvalResult, Section, Table, acc_cell, point
 from rag_position.eval.engine.stats import summarize
@@ -33,7 +33,9 @@ KV = TaskSpec(
     "kv",
     "key-value retrieval: accuracy by position of the queried pair",
     (
-        Param("pairs", 75, "pairs per example (75, 140, 300...)", "--pairs", {"type": int}),
+        Param(
+            "pairs", 75, "pairs per example (75, 140, 300...)", "--pairs", {"type": positive_int}
+        ),
         positions_param("positions (default: the paper's)"),
         Param(
             "query_aware",
