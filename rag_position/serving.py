@@ -233,7 +233,10 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` now (the OS picks it)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # an unknown host, an address not this machine's
+            raise ServerStartError(f"cannot open a port on --host {host!r}: {exc}") from None
         return int(sock.getsockname()[1])
 
 

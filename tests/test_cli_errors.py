@@ -206,6 +206,9 @@ def test_a_model_that_cannot_load_is_named_without_the_hub(
         assert line == f"error: {caught.value}"
 
 
+PY = sys.executable
+
+
 @pytest.mark.parametrize(
     ("argv", "names"),
     [
@@ -213,6 +216,8 @@ def test_a_model_that_cannot_load_is_named_without_the_hub(
         ("demo --model hf:/nonexistent", ["hf:/nonexistent", "no such folder or file"]),
         # the real VLLMServer: the spec is refused before vLLM is looked for or started
         (f"serve --model hf:/nonexistent --vllm-python {sys.executable}", ["is not a folder"]),
+        # a host that cannot be bound with --port 0 gave a traceback
+        (f"serve --host nosuch.invalid --port 0 --allow-open --vllm-python {PY}", ["port on"]),
     ],
 )
 def test_demo_and_serve_name_a_model_they_cannot_load(

@@ -152,7 +152,9 @@ def test_prompt_logprobs_are_taken_only_where_the_server_computed_them() -> None
     assert (values, usage.prompt_tokens) == ([v[1:], v[2:], v], 15)
     short = {"index": 0, "prompt_logprobs": own[:4]}
     bare = {"index": 0, "prompt_logprobs": [None, {"6": {}}, *own[2:]]}  # no value: malformed
+    other = {"index": 0, "prompt_logprobs": [*own[:3], {"42": {"logprob": -1.0}}, own[4]]}
     for choices, says in [([choice(0, 1)], "index is 1: not one"), ([short], "not 5 entries"),
-                          ([bare], "log-probability 0 is None")]:  # fmt: skip
+                          ([bare], "log-probability 0 is None"),
+                          ([other], "token 3 is .*neither its own id 8")]:  # fmt: skip
         with pytest.raises(Malformed, match=says):
             parse_prompt_logprobs({"choices": choices}, [ids], [(1, 5)])

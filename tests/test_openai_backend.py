@@ -254,6 +254,10 @@ def test_a_given_chat_template_is_not_asked_for(server: ModelServer) -> None:
         _client(server, chat_template="yes")
     with pytest.raises(ValueError, match="scoring must be one of auto, forced, echo"):
         _client(server, scoring="fast")
+    for key, says in ((" sk-SECRET\n", "white space"), ("sk-SECRÉT", "0xc9"), ("a\r\nb", "0x0d")):
+        with pytest.raises(ValueError, match=says) as info:  # at once, not as "unreachable"
+            _client(server, api_key=key)
+        assert "SECRET" not in str(info.value)  # the key itself never in a message
 
 
 class _OtherRefusal(OpenAIHandler):

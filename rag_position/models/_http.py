@@ -119,6 +119,22 @@ def _stop(loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient | None) -> 
         loop.call_soon_threadsafe(loop.stop)
 
 
+def check_api_key(key: str) -> str:
+    """``key`` as an HTTP header can carry it: printable ASCII, no surrounding space (a key
+    read from a file with its newline). Refused naming what is wrong, never the key."""
+    if not isinstance(key, str):
+        raise TypeError(f"the API key must be a str, got {type(key).__name__}")
+    if key != key.strip():
+        raise ValueError("the API key starts or ends with white space (a newline?): strip it")
+    bad = sorted({f"{ord(c):#04x}" for c in key if not " " <= c <= "~"})
+    if bad:
+        raise ValueError(
+            f"the API key holds characters an HTTP header cannot carry ({', '.join(bad)}): "
+            "an API key is printable ASCII"
+        )
+    return key
+
+
 class JSONClient:
     """POST/GET JSON with a whole-call deadline, retries and reply validation (module doc)."""
 
@@ -130,7 +146,7 @@ class JSONClient:
         timeout: float,
         max_retries: int,
     ) -> None:
-        self.api_key = api_key
+        self.api_key = check_api_key(api_key)
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries

@@ -228,7 +228,8 @@ def parse_prompt_logprobs(
     the server computed: it computes nothing for the tokens it read from its prefix cache
     nor for the first after them, which ``rag-position serve``'s plugin leaves as token 0
     with 0.0; a span token whose entry is not its own id (or whose id is 0) has no value,
-    nor has any before it. A list shorter than ``b - a`` leaves its span's head to force."""
+    nor has any before it; an entry holding neither is another prompt's: ``Malformed``. A
+    list shorter than ``b - a`` leaves its span's head to force."""
     usage = parse_usage(_object(data))
     choices = _object(data).get("choices")
     if not isinstance(choices, list) or len(choices) != len(prompts):
@@ -246,6 +247,14 @@ def parse_prompt_logprobs(
             raise Malformed(
                 f"choice {k}'s 'prompt_logprobs' is {_short(entries)}, not {len(ids)} entries"
             )
+        for i in range(1, len(ids)):  # each entry its own token's, or the plugin's cache mark
+            entry = entries[i]
+            if entry is not None and not (isinstance(entry, dict) and (
+                    str(ids[i]) in entry or set(entry) == {"0"})):  # fmt: skip
+                raise Malformed(
+                    f"choice {k}'s prompt token {i} is {_short(entry)}: neither its own id "
+                    f"{ids[i]} nor the cache mark (another prompt's?)"
+                )
         owns = [entries[i].get(str(ids[i])) if isinstance(entries[i], dict) and ids[i] != 0
                 else None for i in range(a, b)]  # fmt: skip
         # the span's tokens before its computed tail
