@@ -41,7 +41,9 @@ from rag_position._integration.models import (
     resolve_embedder,
     resolve_generator,
     resolve_scorer,
+    secret_name,
     serialised_model,
+    shareable_kwargs,
     unit_rows,
 )
 from rag_position._integration.options import (
@@ -134,7 +136,9 @@ __all__ = [
     "resolve_embedder",
     "resolve_generator",
     "resolve_scorer",
+    "secret_name",
     "serialised_model",
+    "shareable_kwargs",
     "strategy_components",
     "table_class",
     "tuned_component",

@@ -12,6 +12,7 @@ Nothing here imports LangChain or LlamaIndex.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import weakref
@@ -349,6 +350,9 @@ def conversation(
             view = TransformersModel(
                 model.model, model.tokenizer, name=model.name, chat_template=False
             )
+            for setting in ("max_context", "max_batch_tokens", "max_batch_size",
+                            "score_batch_size", "split_prefill", "meter"):  # fmt: skip
+                setattr(view, setting, getattr(model, setting))  # its window, its usage
             _RAW_VIEWS[model] = view
     return prompt, view
 
@@ -369,3 +373,26 @@ def serialised_model(who: str, model: Any, data: dict[str, Any], *derived: str) 
             f"build it again from the object: {who}(model_object, ...)"
         )
     return spec
+
+
+SECRET_WORDS = ("key", "token", "secret", "password", "auth", "header")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a load keyword named ``name`` holds a credential (an API key, a token,
+    headers): kept out of cache keys, traces and serialised components."""
+    return any(word in name.lower() for word in SECRET_WORDS)
+
+
+def shareable_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Load keywords as a serialised component holds them: no credential (pass it again
+    when reading it back), each value JSON or its ``repr``."""
+
+    def plain(value: Any) -> Any:
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            return repr(value)
+        return value
+
+    return {k: plain(v) for k, v in kwargs.items() if not secret_name(k)}

@@ -23,7 +23,7 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field, PrivateAttr, model_validator
 
-from rag_position._integration import LazyModel, conversation
+from rag_position._integration import LazyModel, conversation, secret_name
 from rag_position.cost import metered
 from rag_position.models import check_spec, find_backend
 from rag_position.models.protocols import cut_at_stop
@@ -38,6 +38,21 @@ GENERATOR_FORMS = (
 _SHARED: weakref.WeakValueDictionary[str, LazyModel[Any]] = weakref.WeakValueDictionary()
 """The model of each spec and load keywords that some ChatRagPosition holds."""
 _SHARED_LOCK = threading.Lock()
+_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+"""One lock a local model, whichever ChatRagPosition runs it: it runs one call at a time."""
+
+
+def _model_lock(model: Any) -> threading.Lock:
+    with _SHARED_LOCK:
+        lock = _MODEL_LOCKS.get(model)
+        if lock is None:
+            lock = _MODEL_LOCKS[model] = threading.Lock()
+        return lock
+
+
+def _identity(value: Any) -> str:
+    """A load keyword that is not JSON, in the shared models' key: the object itself."""
+    return f"<{type(value).__name__} at {id(value):#x}>"
 
 
 class ChatRagPosition(BaseChatModel):
@@ -77,7 +92,6 @@ class ChatRagPosition(BaseChatModel):
     max_retries: int | None = Field(default=None, description="Retries, for 'openai:' specs.")
 
     _lazy: LazyModel[Any] = PrivateAttr()
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @model_validator(mode="after")
     def _resolve(self) -> ChatRagPosition:
@@ -97,7 +111,7 @@ class ChatRagPosition(BaseChatModel):
 
                 return load_model(model, **kwargs)
 
-            key = json.dumps([model, kwargs], sort_keys=True, default=repr)
+            key = json.dumps([model, kwargs], sort_keys=True, default=_identity)
             with _SHARED_LOCK:  # one model a spec: a copy or configured field loads no other
                 lazy = _SHARED.get(key)
                 if lazy is None:
@@ -139,13 +153,13 @@ class ChatRagPosition(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {  # LangChain's cache key: every field that changes an answer
+        return {  # LangChain's cache key and traces: what changes an answer, no credential
             "model_name": self.model_name,
-            "model_kwargs": dict(self.model_kwargs),
+            "model_kwargs": {k: v for k, v in self.model_kwargs.items() if not secret_name(k)},
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
-            "stop": self.stop,
+            "default_stop": self.stop,  # "stop" is the call's: LangChain overwrites it
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
@@ -208,7 +222,7 @@ class ChatRagPosition(BaseChatModel):
         model = self.core_model
         prompt, model = self._prompt(messages, model)
         local = type(model).__name__ == "TransformersModel"
-        lock = self._lock if local else _NoLock()
+        lock = _model_lock(model) if local else _NoLock()
         with lock, metered() as tally:  # a local model runs one call at a time
             (text,) = model.generate(
                 [prompt],

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -175,7 +178,9 @@ def test_chat_rag_position_over_a_scripted_generator() -> None:
     assert gen.calls[-1]["stop"] == ["And"] and gen.calls[-1]["max_new_tokens"] == 3
     chat.invoke("q", max_tokens=None, temperature=None)  # None: the model's own
     assert (gen.calls[-1]["max_new_tokens"], gen.calls[-1]["temperature"]) == (9, 0.5)
-    assert chat._get_llm_string() != ChatRagPosition(model=gen)._get_llm_string()  # cache key
+    plain, secret = ChatRagPosition(model=gen), {"api_key": "sk-SECRET"}  # the cache key:
+    assert plain._get_llm_string() != ChatRagPosition(model=gen, stop=["."])._get_llm_string()
+    assert "SECRET" not in ChatRagPosition(model_kwargs=secret)._get_llm_string()
     chunks = list(chat.stream("q"))
     assert len(chunks) == 1 and chunks[0].chunk_position == "last"
     with pytest.raises(ValueError, match="one human message"):
@@ -183,3 +188,23 @@ def test_chat_rag_position_over_a_scripted_generator() -> None:
     assert chat._get_ls_params()["ls_model_name"] == "recording"
     lazy = ChatRagPosition(model="embedded", timeout=60, max_retries=2)  # standard params
     assert not lazy.is_loaded
+
+
+def test_instances_over_one_local_model_take_turns() -> None:
+    class TransformersModel(RecordingGenerator):  # the local backend's name: one call at a time
+        running = peak = 0
+
+        def generate(self, prompts: Sequence[str], **options: Any) -> list[str]:
+            kind = type(self)
+            kind.running += 1
+            kind.peak = max(kind.peak, kind.running)
+            time.sleep(0.05)
+            kind.running -= 1
+            return super().generate(prompts, **options)
+
+    model = TransformersModel()
+    chats = [ChatRagPosition(model=model, temperature=0.5) for _ in range(2)]
+    chats += [chats[0].model_copy(update={"temperature": t}) for t in (0.0, 0.7)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda chat: chat.invoke("q"), chats))
+    assert TransformersModel.peak == 1

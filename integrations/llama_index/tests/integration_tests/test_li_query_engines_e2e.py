@@ -128,5 +128,7 @@ def test_the_llm_chats_in_the_models_roles(li_llm: Any, li_model: Any) -> None:
     assert "<|im_start|>system\nAnswer in one word.<|im_end|>" in prompt  # not the default's
     messages = [ChatMessage(role=role, content=text) for role, text in turns]
     reply = raw.generate([prompt], max_new_tokens=li_llm.max_new_tokens)[0]
+    calls = li_model.usage.lm_calls
     assert li_llm.chat(messages).message.content == reply
+    assert li_model.usage.lm_calls == calls + 1  # the model's own usage counts a chat
     assert [c.delta for c in li_llm.stream_chat(messages)] == [reply]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import llama_index.postprocessor.rag_position.adapters as li_adapters
 import numpy as np
 import pytest
 from li_testkit import (
@@ -256,6 +257,13 @@ def test_rag_position_llm_honours_generation_options() -> None:
     assert [c.text for c in chunks] == ["third END tail"]  # EchoModel ignores stop itself
     assert model.calls[-1]["stop"] == ["END"]
     assert llm.to_dict()["model_name"] == "echo-model"
+
+
+def test_a_spec_llm_serialises_no_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(li_adapters, "load_model", lambda spec, **kwargs: EchoModel())
+    llm = RagPositionLLM("embedded", load_kwargs={"api_key": "sk-SECRET", "device": object()})
+    text = llm.to_json()  # a value that is not JSON as its repr, a credential left out
+    assert "SECRET" not in text and "<object object" in text and llm.spec == "embedded"
 
 
 def test_rag_position_embedding_wraps_an_embedder() -> None:

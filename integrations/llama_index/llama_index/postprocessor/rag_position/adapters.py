@@ -333,6 +333,11 @@ class RagPositionLLM(CustomLLM):
     load_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="load_model keyword arguments (spec strings only)."
     )
+
+    @field_serializer("load_kwargs")
+    def _serialize_load_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return core.shareable_kwargs(kwargs)
+
     _model: Any = PrivateAttr()
 
     def __init__(
@@ -440,8 +445,8 @@ class RagPositionLLM(CustomLLM):
             if all(role in ("system", "user", "assistant") for role, _ in turns):
                 try:
                     prompt, model = core.conversation(self._model, turns, "RagPositionLLM")
-                except ValueError:  # no chat template: the generic rendering, as before
-                    pass
+                except Exception:
+                    pass  # (a system role, turns that do not alternate): the generic one
                 else:
                     return str(model.generate([prompt], **options)[0])
         prompt = (self.messages_to_prompt or generic_messages_to_prompt)(messages)
@@ -493,6 +498,11 @@ class RagPositionEmbedding(BaseEmbedding):
     load_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
     )
+
+    @field_serializer("load_kwargs")
+    def _serialize_load_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return core.shareable_kwargs(kwargs)
+
     _embedder: Any = PrivateAttr()
 
     def __init__(
