@@ -300,7 +300,22 @@ _ROLES = {"developer": "system", "chatbot": "assistant", "model": "assistant"}
 """LlamaIndex's other names of the chat template's roles."""
 
 
-class RagPositionLLM(CustomLLM):
+class _Loaded(BaseModel):
+    """How a wrapper's model was loaded, for ``to_dict``/``from_dict``: a spec's, again."""
+
+    spec: str | None = Field(
+        default=None, description="The spec string the model was loaded from (None: an object)."
+    )
+    load_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Its loader's keyword arguments (spec strings only)."
+    )
+
+    @field_serializer("load_kwargs")
+    def _serialize_load_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return core.shareable_kwargs(kwargs)  # no credential; what is not JSON as its repr
+
+
+class RagPositionLLM(CustomLLM, _Loaded):
     """A LlamaIndex ``CustomLLM`` over a rag-position model (``load_model`` result or spec).
 
     ``model``: a spec string, loaded here at construction (``"embedded"``: SmolLM2-135M
@@ -327,17 +342,6 @@ class RagPositionLLM(CustomLLM):
     context_window: int = Field(
         default=2048, gt=0, description="The model's context window in tokens (read from it)."
     )
-    spec: str | None = Field(
-        default=None, description="The spec string the model was loaded from (None: an object)."
-    )
-    load_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_model keyword arguments (spec strings only)."
-    )
-
-    @field_serializer("load_kwargs")
-    def _serialize_load_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return core.shareable_kwargs(kwargs)
-
     _model: Any = PrivateAttr()
 
     def __init__(
@@ -478,7 +482,7 @@ class RagPositionLLM(CustomLLM):
         return options
 
 
-class RagPositionEmbedding(BaseEmbedding):
+class RagPositionEmbedding(BaseEmbedding, _Loaded):
     """A LlamaIndex ``BaseEmbedding`` over a rag-position embedder (unit-norm vectors).
 
     ``embedder``: a spec string, loaded at construction (``"embedded"``:
@@ -491,17 +495,6 @@ class RagPositionEmbedding(BaseEmbedding):
         >>> len(embed_model.get_text_embedding("Paris is the capital of France."))
         384
     """
-
-    spec: str | None = Field(
-        default=None, description="The spec string the embedder was loaded from (None: an object)."
-    )
-    load_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="load_embedder keyword arguments (spec strings only)."
-    )
-
-    @field_serializer("load_kwargs")
-    def _serialize_load_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return core.shareable_kwargs(kwargs)
 
     _embedder: Any = PrivateAttr()
 
