@@ -17,7 +17,6 @@ rag-position eval multidoc --model openai:http://localhost:8000/v1/Qwen2.5-7B-In
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import sys
 import time
@@ -186,9 +185,6 @@ def check_strategy_options(names: Any) -> None:
                 for e in exc.errors()
             )
             raise EvalConfigError(f"--strategies: {name}: {problems}") from None
-        for key, value in known.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                raise EvalConfigError(f"--strategies: {name}: option `{key}` must be finite")
 
 
 def check_command_text(argv: Sequence[str]) -> None:

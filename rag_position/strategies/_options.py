@@ -144,7 +144,7 @@ def option_model(
         fields.update(signature_options(function, exclude))
     model: type[BaseModel] = create_model(
         name,
-        __config__=ConfigDict(arbitrary_types_allowed=True),
+        __config__=ConfigDict(arbitrary_types_allowed=True, allow_inf_nan=False),
         __doc__=doc or None,
         **fields,
     )

@@ -219,10 +219,10 @@ class ChatRagPosition(BaseChatModel):
         max_tokens = int(given.get("max_tokens", self.max_tokens))
         temperature = float(given.get("temperature", self.temperature))
         seed = given.get("seed", self.seed)
-        model = self.core_model
-        prompt, model = self._prompt(messages, model)
+        base = self.core_model
+        prompt, model = self._prompt(messages, base)  # a conversation: a view of its weights
         local = type(model).__name__ == "TransformersModel"
-        lock = _model_lock(model) if local else _NoLock()
+        lock = _model_lock(base) if local else _NoLock()
         with lock, metered() as tally:  # a local model runs one call at a time
             (text,) = model.generate(
                 [prompt],

@@ -46,6 +46,9 @@ ANSWER_TOKENS = 32
 RECITE_TOKENS = 256
 
 
+LENGTH_EXAMPLES = 20
+"""Examples the task generates by default."""
+
 LENGTH = TaskSpec(
     "length",
     "VarSum by filler size: direct vs recite-then-solve",
@@ -76,7 +79,7 @@ LENGTH = TaskSpec(
     ),
     defaults={"max_new_tokens": ANSWER_TOKENS},
     cli_questions=None,
-    questions_help="20 examples",
+    questions_help=f"{LENGTH_EXAMPLES} examples",
 )
 
 
@@ -110,7 +113,7 @@ def run_length(run: TaskRun) -> EvalResult:
     for size in filler_tokens:
         for kind in ["none"] if size == 0 else fillers:
             examples[(kind, size)] = make_varsum(
-                run["questions"] or 20,
+                run["questions"] or LENGTH_EXAMPLES,
                 filler_tokens=size,
                 filler=essay if kind == "essay" else None,
                 summed=run["summed"],

@@ -65,6 +65,9 @@ RETRIEVE_TOKENS = 160
 """New tokens for one needle answer: ten 7-digit numbers need about 80 tokens."""
 
 
+MULTIFACT_EXAMPLES = 20
+"""Examples the task generates by default."""
+
 MULTIFACT = TaskSpec(
     "multifact",
     "multi-value needles: single pass vs FACT by iteration",
@@ -93,7 +96,7 @@ MULTIFACT = TaskSpec(
     ),
     defaults={"max_new_tokens": RETRIEVE_TOKENS},
     cli_questions=None,
-    questions_help="20 examples",
+    questions_help=f"{MULTIFACT_EXAMPLES} examples",
 )
 
 
@@ -131,7 +134,7 @@ def run_multifact(run: TaskRun) -> EvalResult:
     filler = essay_filler(run["data"])
     haystacks = {
         (keys, values, size): make_multivalue(
-            run["questions"] or 20,
+            run["questions"] or MULTIFACT_EXAMPLES,
             filler=filler,
             tokens=size,
             keys=keys,

@@ -55,7 +55,7 @@ QUICK = TaskSpec(
     ),
     defaults={"questions": QUICK_QUESTIONS},
     cli_questions=None,
-    questions_help="the first 10 of dev",
+    questions_help=f"the first {QUICK_QUESTIONS} of dev",
 )
 
 

@@ -169,7 +169,7 @@ TUNE = TaskSpec(
     ),
     defaults={"questions": TUNE_QUESTIONS},
     cli_questions=None,
-    questions_help="60, after the first 200 of dev",
+    questions_help=f"{TUNE_QUESTIONS}, after the first {TUNE_SKIP} of dev",
 )
 
 

@@ -38,6 +38,9 @@ CONTROL_ORDERS = 5
 """Samples per resampling control vote: the ``resample_k5_t...`` rows."""
 
 
+VOTING_QUESTIONS = 30
+"""Dev questions ``voting`` runs by default (all of a ``data`` file)."""
+
 VOTING = TaskSpec(
     "voting",
     "medoid voting vs single runs at the worst position",
@@ -55,7 +58,7 @@ VOTING = TaskSpec(
         EMBEDDER,
     ),
     cli_questions=None,
-    questions_help="30 of dev, all of --data",
+    questions_help=f"{VOTING_QUESTIONS} of dev, all of --data",
 )
 
 
@@ -93,7 +96,7 @@ def run_voting(run: TaskRun) -> EvalResult:
         )
     embedder = run["embedder"] or load_embedder("embedded")
     if run["questions"] is None and run["data"] is None:
-        run.values["questions"] = 30
+        run.values["questions"] = VOTING_QUESTIONS
     ctx, dataset = run.multidoc(run["docs"], embedder)
     sweep, rows = worst_sweep(ctx, dataset, worst)
     voted = voting_section(
